@@ -4,7 +4,7 @@ GO ?= go
 # so a run always exercises the code.
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: test lint fmt-check vet staticcheck fuzz-smoke demo
+.PHONY: test lint fmt-check vet staticcheck fuzz-smoke demo emulator emulator-sdk-check
 
 ## test: the whole suite, race detector on.
 test:
@@ -26,6 +26,16 @@ staticcheck:
 fuzz-smoke:
 	$(GO) test ./durable/ -run '^$$' -fuzz FuzzDecodeWorkItem -fuzztime 20s
 	$(GO) test ./durable/history/ -run '^$$' -fuzz FuzzDecodeEvent -fuzztime 20s
+
+## emulator: serve cosmosemu on https://localhost:8081 with the well-known key.
+emulator:
+	$(GO) run ./cmd/cosmosemu -addr localhost:8081
+
+## emulator-sdk-check: run the azcosmos SDK's own emulator-gated tests
+## against cosmosemu (a scratch module outside the repository; needs the
+## module proxy and port 8081).
+emulator-sdk-check:
+	bash cosmosemu/sdkcheck.sh
 
 ## demo: the main job; it arrives with the runtime.
 demo:

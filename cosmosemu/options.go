@@ -1,0 +1,86 @@
+package cosmosemu
+
+import (
+	"go.uber.org/zap"
+)
+
+// WellKnownKey is the master key every Azure Cosmos DB emulator accepts by
+// default. It is public and grants nothing outside an emulator.
+const WellKnownKey = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
+
+// Default values applied by Start for zero-valued Options fields.
+const (
+	DefaultAddr               = "127.0.0.1:0"
+	DefaultPartitionCount     = 4
+	DefaultConsistencyLevel   = "Strong"
+	DefaultRegion             = "South Central US"
+	defaultMaxDocumentBytes   = 2 * 1024 * 1024
+	defaultMaxResponseBytes   = 4 * 1024 * 1024
+	defaultQueryPageSize      = 100
+	defaultChangeFeedPageSize = 100
+	maxBatchOperations        = 100
+	maxPatchOperations        = 10
+	maxIDBytes                = 1023
+)
+
+// Options configures a Server. The zero value is usable: every field has a
+// documented default.
+type Options struct {
+	// Addr is the TCP address to listen on. Default "127.0.0.1:0" (a free
+	// loopback port; read it back with Server.Endpoint).
+	Addr string
+
+	// PlainHTTP serves http:// instead of https://. Default false: HTTPS with
+	// a self-signed certificate generated at start for localhost, 127.0.0.1
+	// and ::1 (see Server.Certificate, Server.HTTPClient).
+	PlainHTTP bool
+
+	// Key is the base64 master key requests must be signed with. Default
+	// WellKnownKey.
+	Key string
+
+	// PartitionCount is the number of physical partition key ranges each new
+	// container gets, splitting the EPK space evenly. Default 4.
+	PartitionCount int
+
+	// ConsistencyLevel is the account's default consistency reported by the
+	// database account resource. Default "Strong" (the emulator is a single
+	// replica, so every read is strongly consistent).
+	ConsistencyLevel string
+
+	// Region is the name of the single region the account reports. Default
+	// "South Central US".
+	Region string
+
+	// Logger receives operational logs (never keys or document bodies).
+	// Default zap.NewNop().
+	Logger *zap.Logger
+
+	// Middleware wraps every request after authentication and routing, in
+	// order (the first element is the outermost). It is the seam for
+	// latency, fault injection, request charges and per-operation counters.
+	// Default none.
+	Middleware []Middleware
+}
+
+func (o Options) withDefaults() Options {
+	if o.Addr == "" {
+		o.Addr = DefaultAddr
+	}
+	if o.Key == "" {
+		o.Key = WellKnownKey
+	}
+	if o.PartitionCount <= 0 {
+		o.PartitionCount = DefaultPartitionCount
+	}
+	if o.ConsistencyLevel == "" {
+		o.ConsistencyLevel = DefaultConsistencyLevel
+	}
+	if o.Region == "" {
+		o.Region = DefaultRegion
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	return o
+}
