@@ -137,15 +137,3 @@ func (t *target) single() *partition {
 	}
 	return t.parts[0]
 }
-
-// matchesPK reports whether a document's key equals (or, for prefixes,
-// starts with) the target key.
-func (t *target) matchesPK(components []any) bool {
-	if !t.hasPK {
-		return true
-	}
-	if t.prefix {
-		return hasPKPrefix(components, t.pk)
-	}
-	return pkKey(components) == pkKey(t.pk)
-}

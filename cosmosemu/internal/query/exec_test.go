@@ -67,11 +67,11 @@ func TestIteratorsAndJoin(t *testing.T) {
 			require.JSONEq(t, tc.want, run(t, tc.query, docs, nil))
 		})
 	}
-	q, err := Parse("SELECT * FROM c JOIN t IN c.tags WHERE t = 'x'")
+	_, err := Parse("SELECT * FROM c JOIN t IN c.tags WHERE t = 'x'")
 	if err == nil {
 		t.Fatal("SELECT * with JOIN must be rejected")
 	}
-	q, err = Parse("SELECT c.id FROM c JOIN t IN c.tags WHERE t = 'x'")
+	q, err := Parse("SELECT c.id FROM c JOIN t IN c.tags WHERE t = 'x'")
 	require.NoError(t, err)
 	for _, d := range docs {
 		ok, err := q.Filter(d, nil)

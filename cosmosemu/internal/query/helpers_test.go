@@ -15,14 +15,6 @@ func docsOf(t testing.TB, js string) []map[string]any {
 	return docs
 }
 
-// jsonOf decodes one JSON value.
-func jsonOf(t testing.TB, js string) any {
-	t.Helper()
-	var v any
-	require.NoError(t, json.Unmarshal([]byte(js), &v))
-	return v
-}
-
 // run parses and executes a query and returns the results re-encoded as JSON
 // text, which makes expectations easy to write.
 func run(t testing.TB, q string, docs []map[string]any, params map[string]any) string {
