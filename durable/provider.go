@@ -61,7 +61,8 @@ type Provider interface {
 	// and execution metadata (the current execution becomes at least
 	// turn.ExecutionID), applies the last CustomStatusUpdated of the delta
 	// (incrementing the custom status version) and the key-value events in
-	// order, enqueues WorkerItems and OrchestratorItems, then removes
+	// order (see OrchestrationItem.KVSnapshot for when they reach the
+	// snapshot), enqueues WorkerItems and OrchestratorItems, then removes
 	// CancelledActivities from the worker queue, and deletes the locked
 	// messages. Either all of it becomes visible or none of it does. It fails
 	// permanently if the lock is invalid or expired, or if an event id
@@ -144,12 +145,14 @@ type Provider interface {
 	// not exist. It takes no lock.
 	GetCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*CustomStatus, error)
 
-	// GetKVValue returns one key of the instance's key-value store; ok is
-	// false when the key or the instance does not exist.
+	// GetKVValue returns one key of the instance's key-value store,
+	// including the writes of the current execution acked so far (unlike
+	// OrchestrationItem.KVSnapshot); ok is false when the key or the
+	// instance does not exist.
 	GetKVValue(ctx context.Context, instance, key string) (value string, ok bool, err error)
 
-	// GetKVAllValues returns the instance's key-value store (empty, not nil,
-	// when there is none).
+	// GetKVAllValues returns the instance's key-value store as GetKVValue
+	// sees it (empty, not nil, when there is none).
 	GetKVAllValues(ctx context.Context, instance string) (map[string]string, error)
 
 	// GetInstanceStats returns size statistics for the instance, or nil if

@@ -53,7 +53,13 @@ type OrchestrationItem struct {
 	HistoryError string
 	// Messages are the queue messages locked for this turn, in enqueue order.
 	Messages []WorkItem
-	// KVSnapshot is the instance's key-value store at fetch time.
+	// KVSnapshot is the instance's key-value store as it stood when the
+	// current execution started: the writes of earlier executions, without
+	// those of the current one (which are in History, and which the runtime
+	// replays in order so that a read at any point of the replay sees what
+	// the original run saw). A provider merges an execution's writes into
+	// the snapshot when the execution ends (Completed, Failed or
+	// ContinuedAsNew).
 	KVSnapshot map[string]KVEntry
 	// LockToken identifies the lock for ack, abandon and renew.
 	LockToken string
