@@ -1,0 +1,257 @@
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/durable/history"
+)
+
+// TestOrchestration, TestVersion and TestRuntimeVersion are what the
+// scenario helpers write into instances and events.
+const (
+	TestOrchestration  = "TestOrch"
+	TestVersion        = "1.0.0"
+	TestRuntimeVersion = "0.1.0"
+)
+
+// LongLock is the lock timeout for fetches in scenarios that do not test
+// expiry: long enough never to expire during a scenario.
+const LongLock = 30 * time.Second
+
+// H is the harness handed to a scenario: the test, its context, its store
+// and helpers for the common steps. Helpers fail the test on error.
+type H struct {
+	// T is the scenario's test.
+	T *testing.T
+	// Ctx is cancelled when the scenario ends.
+	Ctx context.Context
+	// P is the scenario's first provider; Open returns more on the same store.
+	P durable.Provider
+	// Store is the scenario's store name.
+	Store string
+	f     Factory
+	o     Options
+	tag   string
+}
+
+func newH(t *testing.T, f Factory, name string) *H {
+	suffix := randomHex(4)
+	store := sanitize(name, 40) + "-" + suffix
+	h := &H{T: t, Ctx: ctxFor(t), Store: store, f: f, o: f.Options(), tag: suffix}
+	h.P = f.Open(t, store)
+	return h
+}
+
+// Options returns the factory's description of the provider.
+func (h *H) Options() Options { return h.o }
+
+// Open returns another provider on the scenario's store, as a second replica.
+func (h *H) Open() durable.Provider { return h.f.Open(h.T, h.Store) }
+
+// Admin returns the management capability of P, failing the scenario if the
+// provider has none.
+func (h *H) Admin() durable.ProviderAdmin {
+	h.T.Helper()
+	a, ok := h.P.Admin()
+	require.True(h.T, ok, "provider has no management capability")
+	return a
+}
+
+// ID returns an instance id unique to this scenario run.
+func (h *H) ID(name string) string { return name + "-" + h.tag }
+
+// CorruptHistory makes the instance's stored history undecodable.
+func (h *H) CorruptHistory(instance string) {
+	h.T.Helper()
+	h.f.CorruptInstanceHistory(h.T, h.Store, instance)
+}
+
+// MaxAttemptCount returns the highest attempt count of the instance's queued
+// orchestrator messages.
+func (h *H) MaxAttemptCount(instance string) uint32 {
+	h.T.Helper()
+	return h.f.MaxAttemptCount(h.T, h.Store, instance)
+}
+
+// StartItem is a StartOrchestration for instance, execution 1.
+func StartItem(instance string) durable.StartOrchestration {
+	return durable.StartOrchestration{Instance: instance, Orchestration: TestOrchestration, Input: "{}",
+		Version: TestVersion, ExecutionID: 1}
+}
+
+// Event builds a history event stamped with the test runtime version.
+func Event(instance string, executionID, eventID uint64, kind history.EventKind) history.Event {
+	return history.Event{EventID: eventID, InstanceID: instance, ExecutionID: executionID,
+		TimestampMS: uint64(time.Now().UnixMilli()), RuntimeVersion: TestRuntimeVersion, Kind: kind}
+}
+
+// Started is the OrchestrationStarted event (event 1) of an execution.
+func Started(instance string, executionID uint64) history.Event {
+	return Event(instance, executionID, 1, history.OrchestrationStarted{Name: TestOrchestration, Version: TestVersion, Input: "{}"})
+}
+
+// StartedMetadata is the metadata of an instance's first turn.
+func StartedMetadata() durable.ExecutionMetadata {
+	return durable.ExecutionMetadata{OrchestrationName: TestOrchestration, OrchestrationVersion: TestVersion}
+}
+
+// Enqueue puts item on p's orchestrator queue with no delay.
+func (h *H) Enqueue(p durable.Provider, item durable.WorkItem) {
+	h.T.Helper()
+	require.NoError(h.T, p.EnqueueForOrchestrator(h.Ctx, item, 0))
+}
+
+// FetchOrch fetches an orchestration item with a long lock and no poll
+// wait; it may return nil.
+func (h *H) FetchOrch(p durable.Provider) *durable.OrchestrationItem {
+	h.T.Helper()
+	item, err := p.FetchOrchestrationItem(h.Ctx, LongLock, 0, nil)
+	require.NoError(h.T, err)
+	return item
+}
+
+// MustFetchOrch fetches an orchestration item and fails if there is none.
+// Providers may make new work visible a little after the enqueue returns
+// (a change feed, a replica's cache), so it retries briefly.
+func (h *H) MustFetchOrch(p durable.Provider, lock time.Duration) *durable.OrchestrationItem {
+	h.T.Helper()
+	var item *durable.OrchestrationItem
+	h.Eventually(func() bool {
+		var err error
+		item, err = p.FetchOrchestrationItem(h.Ctx, lock, 0, nil)
+		require.NoError(h.T, err)
+		return item != nil
+	}, "an orchestration item to fetch")
+	return item
+}
+
+// MustFetchWork fetches a work item accepting any tag and no session, and
+// fails if there is none (retrying briefly, as MustFetchOrch).
+func (h *H) MustFetchWork(p durable.Provider, lock time.Duration) *durable.LockedWorkItem {
+	h.T.Helper()
+	var item *durable.LockedWorkItem
+	h.Eventually(func() bool {
+		var err error
+		item, err = p.FetchWorkItem(h.Ctx, lock, 0, nil, durable.AnyTag())
+		require.NoError(h.T, err)
+		return item != nil
+	}, "a work item to fetch")
+	return item
+}
+
+// NoOrch asserts that no orchestration item can be fetched now.
+func (h *H) NoOrch(p durable.Provider) {
+	h.T.Helper()
+	item, err := p.FetchOrchestrationItem(h.Ctx, LongLock, 0, nil)
+	require.NoError(h.T, err)
+	if item != nil {
+		h.T.Fatalf("expected no orchestration item, got instance %q with %d messages", item.Instance, len(item.Messages))
+	}
+}
+
+// NoWork asserts that no work item (any tag, no session) can be fetched now.
+func (h *H) NoWork(p durable.Provider) {
+	h.T.Helper()
+	item, err := p.FetchWorkItem(h.Ctx, LongLock, 0, nil, durable.AnyTag())
+	require.NoError(h.T, err)
+	if item != nil {
+		h.T.Fatalf("expected no work item, got %s for %q", item.Item.Kind(), item.Item.TargetInstance())
+	}
+}
+
+// CreateInstance runs an instance's first turn on p: it enqueues the start,
+// fetches it and acks OrchestrationStarted with metadata, leaving the
+// instance Running with one event in execution 1.
+func (h *H) CreateInstance(p durable.Provider, instance string) {
+	h.T.Helper()
+	h.CreateInstanceWith(p, StartItem(instance), StartedMetadata())
+}
+
+// CreateInstanceWith is CreateInstance with an explicit start item and metadata.
+func (h *H) CreateInstanceWith(p durable.Provider, start durable.StartOrchestration, md durable.ExecutionMetadata) {
+	h.T.Helper()
+	h.Enqueue(p, start)
+	item := h.MustFetchOrch(p, LongLock)
+	require.Equal(h.T, start.Instance, item.Instance)
+	started := Event(start.Instance, 1, 1, history.OrchestrationStarted{Name: start.Orchestration, Version: TestVersion,
+		Input: start.Input, ParentInstance: start.ParentInstance, ParentID: start.ParentID})
+	require.NoError(h.T, p.AckOrchestrationItem(h.Ctx, item.LockToken, durable.OrchestrationTurn{
+		ExecutionID: 1, HistoryDelta: []history.Event{started}, Metadata: md}))
+}
+
+// Complete acks a fetched item as the final turn: it appends
+// OrchestrationCompleted after the existing history and marks the execution
+// Completed with output.
+func (h *H) Complete(p durable.Provider, item *durable.OrchestrationItem, output string) {
+	h.T.Helper()
+	next := uint64(len(item.History)) + 1
+	require.NoError(h.T, p.AckOrchestrationItem(h.Ctx, item.LockToken, durable.OrchestrationTurn{
+		ExecutionID:  item.ExecutionID,
+		HistoryDelta: []history.Event{Event(item.Instance, item.ExecutionID, next, history.OrchestrationCompleted{Output: output})},
+		Metadata:     durable.ExecutionMetadata{Status: durable.StatusCompleted, Output: &output},
+	}))
+}
+
+// Eventually polls cond every 20 ms until it holds, failing the scenario
+// after 10 s. what names the awaited condition in the failure.
+func (h *H) Eventually(cond func() bool, what string) {
+	h.T.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.T.Fatalf("timed out waiting for %s", what)
+		}
+		select {
+		case <-h.Ctx.Done():
+			h.T.Fatalf("context done while waiting for %s", what)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Sleep waits d (or until the scenario ends). Scenarios use it only where
+// time itself is under test: lock expiry, delayed visibility.
+func (h *H) Sleep(d time.Duration) {
+	select {
+	case <-h.Ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// Str returns a pointer to s.
+func Str(s string) *string { return &s }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err)) // never fails on supported platforms
+	}
+	return hex.EncodeToString(b)
+}
+
+func sanitize(s string, max int) string {
+	var b strings.Builder
+	for _, r := range s {
+		if b.Len() >= max {
+			break
+		}
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
+			b.WriteRune(r)
+		case r >= 'A' && r <= 'Z':
+			b.WriteRune(r + 'a' - 'A')
+		default:
+			b.WriteRune('-')
+		}
+	}
+	return b.String()
+}

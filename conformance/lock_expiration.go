@@ -1,0 +1,400 @@
+package conformance
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/durafeed/durafeed/durable"
+)
+
+// lockExpirationScenarios checks the lifetime of orchestration and work-item
+// locks:
+//   - a lock expires after its timeout: the work becomes fetchable again (by
+//     any replica) under a new token, and the old token can no longer ack,
+//     renew or otherwise act;
+//   - ack and abandon release a lock at once (abandon with a delay hides
+//     the work until the delay passes);
+//   - renewal extends a held lock to now+extendFor, and fails permanently
+//     for an unknown, expired or already acked token;
+//   - a work-item ack after expiry, or after another worker took the item
+//     over, fails and leaves the item (and no completion) behind.
+func lockExpirationScenarios() []Scenario {
+	return []Scenario{
+		{"lock_expires_after_timeout", expiryLockExpires},
+		{"abandon_releases_lock_immediately", expiryAbandonReleases},
+		{"lock_renewal_on_ack", expiryAckReleases},
+		{"concurrent_lock_attempts_respect_expiration", expiryConcurrentAttempts},
+		{"worker_lock_renewal_success", expiryWorkerRenewalSuccess},
+		{"worker_lock_renewal_invalid_token", expiryWorkerRenewalInvalidToken},
+		{"worker_lock_renewal_after_expiration", expiryWorkerRenewalAfterExpiration},
+		{"worker_lock_renewal_extends_timeout", expiryWorkerRenewalExtends},
+		{"worker_lock_renewal_after_ack", expiryWorkerRenewalAfterAck},
+		{"abandon_work_item_releases_lock", expiryAbandonWorkItemReleases},
+		{"abandon_work_item_with_delay", expiryAbandonWorkItemWithDelay},
+		{"worker_ack_fails_after_lock_expiry", expiryWorkerAckAfterExpiry},
+		{"orchestration_lock_renewal_after_expiration", expiryOrchRenewalAfterExpiration},
+		{"orchestration_lock_renewal_extends_timeout", expiryOrchRenewalExtends},
+		{"abandon_orchestration_item_with_delay", expiryAbandonOrchWithDelay},
+		{"worker_ack_fails_after_lock_taken_over", expiryWorkerAckAfterTakeover},
+	}
+}
+
+// lockMargin is the slack added to a lock timeout (or visibility delay)
+// before a scenario relies on it having passed.
+func lockMargin(h *H) time.Duration { return h.Options().LockTimeout/2 + 100*time.Millisecond }
+
+// lockExpiryWait is how long to wait for a lock of Options().LockTimeout,
+// taken just before, to have expired.
+func lockExpiryWait(h *H) time.Duration { return h.Options().LockTimeout + lockMargin(h) }
+
+func expiryLockExpires(h *H) {
+	id := h.ID("instance-a")
+	lt := h.Options().LockTimeout
+	h.Enqueue(h.P, StartItem(id))
+	first := h.MustFetchOrch(h.P, lt)
+	h.NoOrch(h.P)
+	h.Sleep(lockExpiryWait(h))
+
+	// Another dispatcher (replica) recovers the instance.
+	p2 := h.Open()
+	second := h.MustFetchOrch(p2, LongLock)
+	require.Equal(h.T, id, second.Instance)
+	require.NotEqual(h.T, first.LockToken, second.LockToken, "a new lock needs a new token")
+	require.Equal(h.T, first.Messages, second.Messages)
+
+	// The expired token is dead for every operation and does not disturb the new lock.
+	err := h.P.AckOrchestrationItem(h.Ctx, first.LockToken, creationFirstTurn(id))
+	require.ErrorIs(h.T, err, durable.ErrPermanent, "ack with an expired token")
+	require.ErrorIs(h.T, h.P.RenewOrchestrationItemLock(h.Ctx, first.LockToken, LongLock), durable.ErrPermanent,
+		"renew with an expired token")
+	h.NoOrch(h.P)
+	events, err := h.P.Read(h.Ctx, id)
+	require.NoError(h.T, err)
+	require.Empty(h.T, events, "the rejected ack must not have written history")
+	require.NoError(h.T, p2.AckOrchestrationItem(h.Ctx, second.LockToken, creationFirstTurn(id)))
+}
+
+func expiryAbandonReleases(h *H) {
+	id := h.ID("instance-a")
+	h.Enqueue(h.P, StartItem(id))
+	// A long lock: only the abandon can make the instance fetchable within the scenario.
+	first := h.MustFetchOrch(h.P, LongLock)
+	h.NoOrch(h.P)
+	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, first.LockToken, 0, false))
+
+	second := h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, id, second.Instance)
+	require.Equal(h.T, first.Messages, second.Messages)
+	require.NotEqual(h.T, first.LockToken, second.LockToken)
+	require.ErrorIs(h.T, h.P.AckOrchestrationItem(h.Ctx, first.LockToken, creationFirstTurn(id)), durable.ErrPermanent,
+		"the abandoned token is released")
+}
+
+func expiryAckReleases(h *H) {
+	id := h.ID("instance-a")
+	h.Enqueue(h.P, StartItem(id))
+	first := h.MustFetchOrch(h.P, LongLock)
+	h.NoOrch(h.P)
+
+	// Work arriving during the lock waits for it.
+	raised := durable.ExternalRaised{Instance: id, Name: "evt", Data: "1"}
+	h.Enqueue(h.P, raised)
+	h.NoOrch(h.P)
+
+	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, first.LockToken, creationFirstTurn(id)))
+	// Released by the ack, long before the lock would expire.
+	second := h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, id, second.Instance)
+	require.Equal(h.T, []durable.WorkItem{raised}, second.Messages)
+	require.Len(h.T, second.History, 1)
+}
+
+// expiryFetchOnce fetches once, retrying a lost race (a retryable error).
+func expiryFetchOnce(h *H, p durable.Provider, lock time.Duration) (*durable.OrchestrationItem, error) {
+	var err error
+	for range 5 {
+		var item *durable.OrchestrationItem
+		item, err = p.FetchOrchestrationItem(h.Ctx, lock, 0, nil)
+		if err == nil || !errors.Is(err, durable.ErrRetryable) {
+			return item, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil, err
+}
+
+func expiryConcurrentAttempts(h *H) {
+	id := h.ID("instance-a")
+	lt := h.Options().LockTimeout
+	providers := []durable.Provider{h.P, h.Open()}
+	h.Enqueue(h.P, StartItem(id))
+	lockedSince := time.Now() // the lock cannot have been taken earlier
+	first := h.MustFetchOrch(h.P, lt)
+	fetchedAt := time.Now()
+
+	type result struct {
+		item *durable.OrchestrationItem
+		err  error
+		done time.Time
+	}
+	attempt := func(stagger time.Duration) []result {
+		results := make(chan result, 5)
+		var wg sync.WaitGroup
+		for i := range 5 {
+			p := providers[i%len(providers)]
+			wg.Go(func() {
+				time.Sleep(time.Duration(i) * stagger)
+				item, err := expiryFetchOnce(h, p, LongLock)
+				results <- result{item, err, time.Now()}
+			})
+		}
+		wg.Wait()
+		close(results)
+		var out []result
+		for r := range results {
+			out = append(out, r)
+		}
+		return out
+	}
+
+	// While the lock is held, concurrent fetchers all come back empty. (On a
+	// slow store an attempt may end after the lock expired: it may then win.)
+	var winners []*durable.OrchestrationItem
+	for _, r := range attempt(lt / 10) {
+		require.NoError(h.T, r.err)
+		if r.done.Before(lockedSince.Add(lt)) {
+			require.Nil(h.T, r.item, "instance fetched while its lock was held")
+		} else if r.item != nil {
+			winners = append(winners, r.item)
+		}
+	}
+
+	h.Sleep(time.Until(fetchedAt.Add(lockExpiryWait(h))))
+	// Once it expired, exactly one of several concurrent fetchers wins it.
+	for _, r := range attempt(0) {
+		require.NoError(h.T, r.err)
+		if r.item != nil {
+			winners = append(winners, r.item)
+		}
+	}
+	require.Len(h.T, winners, 1, "exactly one dispatcher must acquire the expired lock")
+	require.Equal(h.T, id, winners[0].Instance)
+	require.NotEqual(h.T, first.LockToken, winners[0].LockToken)
+	require.Equal(h.T, uint32(2), winners[0].AttemptCount)
+}
+
+func expiryWorkerRenewalSuccess(h *H) {
+	id := h.ID("renew")
+	lt := h.Options().LockTimeout
+	require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, queueActivity(id, 1)))
+	w := h.MustFetchWork(h.P, lt)
+	h.NoWork(h.P)
+	h.Sleep(lt / 5)
+
+	require.NoError(h.T, h.P.RenewWorkItemLock(h.Ctx, w.LockToken, lt))
+	h.NoWork(h.P)
+	// The renewed token is still the item's lock.
+	require.NoError(h.T, h.P.AckWorkItem(h.Ctx, w.LockToken, queueCompletion(id, 1, "done")))
+	h.NoWork(h.P)
+}
+
+func expiryWorkerRenewalInvalidToken(h *H) {
+	err := h.P.RenewWorkItemLock(h.Ctx, "invalid-token-123", LongLock)
+	require.ErrorIs(h.T, err, durable.ErrPermanent, "renewing an unknown work-item token")
+
+	// Also when real locks exist: an unknown token matches none of them.
+	id := h.ID("renew-invalid")
+	require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, queueActivity(id, 1)))
+	w := h.MustFetchWork(h.P, LongLock)
+	err = h.P.RenewWorkItemLock(h.Ctx, w.LockToken+"-not", LongLock)
+	require.ErrorIs(h.T, err, durable.ErrPermanent, "renewing an unknown work-item token")
+	require.NoError(h.T, h.P.RenewWorkItemLock(h.Ctx, w.LockToken, LongLock))
+}
+
+func expiryWorkerRenewalAfterExpiration(h *H) {
+	id := h.ID("renew-expired")
+	lt := h.Options().LockTimeout
+	require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, queueActivity(id, 1)))
+	w := h.MustFetchWork(h.P, lt)
+	h.Sleep(lockExpiryWait(h))
+
+	err := h.P.RenewWorkItemLock(h.Ctx, w.LockToken, LongLock)
+	require.ErrorIs(h.T, err, durable.ErrPermanent, "renewing an expired work-item lock")
+	// The failed renewal did not resurrect the lock.
+	again := h.MustFetchWork(h.P, LongLock)
+	require.Equal(h.T, queueActivity(id, 1), queueActivityOf(h, again))
+	require.NotEqual(h.T, w.LockToken, again.LockToken)
+}
+
+func expiryWorkerRenewalExtends(h *H) {
+	id := h.ID("renew-extends")
+	lt := h.Options().LockTimeout
+	// A running orchestration whose turn scheduled the activity.
+	h.Enqueue(h.P, StartItem(id))
+	item := h.MustFetchOrch(h.P, LongLock)
+	turn := creationFirstTurn(id)
+	turn.WorkerItems = []durable.WorkItem{queueActivity(id, 2)}
+	turn.Metadata.Status = durable.StatusRunning
+	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, item.LockToken, turn))
+
+	w := h.MustFetchWork(h.P, lt)
+	fetched := time.Now()
+	h.Sleep(lt * 6 / 10)
+	require.NoError(h.T, h.P.RenewWorkItemLock(h.Ctx, w.LockToken, lt))
+	renewed := time.Now()
+
+	// Past the original expiry, still inside the renewed lock.
+	h.Sleep(time.Until(fetched.Add(lt + lt/5)))
+	if time.Since(renewed) < lt {
+		h.NoWork(h.P)
+	}
+	// Renewal is to now+extendFor, not forever.
+	h.Sleep(time.Until(renewed.Add(lt + lockMargin(h))))
+	again := h.MustFetchWork(h.P, LongLock)
+	require.Equal(h.T, queueActivity(id, 2), queueActivityOf(h, again))
+	require.Equal(h.T, uint32(2), again.AttemptCount)
+}
+
+func expiryWorkerRenewalAfterAck(h *H) {
+	id := h.ID("renew-acked")
+	require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, queueActivity(id, 1)))
+	w := h.MustFetchWork(h.P, LongLock)
+	require.NoError(h.T, h.P.AckWorkItem(h.Ctx, w.LockToken, queueCompletion(id, 1, "done")))
+
+	err := h.P.RenewWorkItemLock(h.Ctx, w.LockToken, LongLock)
+	require.ErrorIs(h.T, err, durable.ErrPermanent, "renewing the lock of an acked work item")
+	h.NoWork(h.P)
+}
+
+func expiryAbandonWorkItemReleases(h *H) {
+	id := h.ID("abandon-work")
+	require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, queueActivity(id, 1)))
+	// A long lock: only the abandon can release it within the scenario.
+	w := h.MustFetchWork(h.P, LongLock)
+	h.NoWork(h.P)
+	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, w.LockToken, 0, false))
+
+	again := h.MustFetchWork(h.P, LongLock)
+	require.Equal(h.T, queueActivity(id, 1), queueActivityOf(h, again))
+	require.NotEqual(h.T, w.LockToken, again.LockToken, "a new lock needs a new token")
+	require.ErrorIs(h.T, h.P.AckWorkItem(h.Ctx, w.LockToken, queueCompletion(id, 1, "stale")), durable.ErrPermanent,
+		"the abandoned token no longer holds the item")
+	require.NoError(h.T, h.P.AckWorkItem(h.Ctx, again.LockToken, queueCompletion(id, 1, "done")))
+	h.NoWork(h.P)
+}
+
+func expiryAbandonWorkItemWithDelay(h *H) {
+	id := h.ID("abandon-delay")
+	require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, queueActivity(id, 1)))
+	w := h.MustFetchWork(h.P, LongLock)
+	delay := h.Options().LockTimeout
+	abandoned := time.Now()
+	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, w.LockToken, delay, false))
+	if time.Since(abandoned) < delay {
+		h.NoWork(h.P)
+	}
+
+	h.Sleep(time.Until(abandoned.Add(delay + lockMargin(h))))
+	again := h.MustFetchWork(h.P, LongLock)
+	require.Equal(h.T, queueActivity(id, 1), queueActivityOf(h, again))
+	require.NoError(h.T, h.P.AckWorkItem(h.Ctx, again.LockToken, queueCompletion(id, 1, "done")))
+}
+
+func expiryWorkerAckAfterExpiry(h *H) {
+	id := h.ID("ack-expiry")
+	lt := h.Options().LockTimeout
+	require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, queueActivity(id, 1)))
+	w := h.MustFetchWork(h.P, lt)
+	h.Sleep(lockExpiryWait(h))
+
+	// Nobody took the item over, yet the expired lock cannot ack it.
+	err := h.P.AckWorkItem(h.Ctx, w.LockToken, queueCompletion(id, 1, "late"))
+	require.ErrorIs(h.T, err, durable.ErrPermanent, "acking with an expired work-item lock")
+	h.NoOrch(h.P)
+
+	again := h.MustFetchWork(h.P, LongLock)
+	require.Equal(h.T, queueActivity(id, 1), queueActivityOf(h, again), "the item stays queued")
+	require.Equal(h.T, uint32(2), again.AttemptCount)
+}
+
+func expiryOrchRenewalAfterExpiration(h *H) {
+	id := h.ID("orch-renew-expired")
+	lt := h.Options().LockTimeout
+	h.Enqueue(h.P, StartItem(id))
+	item := h.MustFetchOrch(h.P, lt)
+	h.Sleep(lockExpiryWait(h))
+
+	err := h.P.RenewOrchestrationItemLock(h.Ctx, item.LockToken, LongLock)
+	require.ErrorIs(h.T, err, durable.ErrPermanent, "renewing an expired orchestration lock")
+	again := h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, id, again.Instance, "the failed renewal did not resurrect the lock")
+}
+
+func expiryOrchRenewalExtends(h *H) {
+	id := h.ID("orch-renew-extends")
+	lt := h.Options().LockTimeout
+	h.Enqueue(h.P, StartItem(id))
+	item := h.MustFetchOrch(h.P, lt)
+	fetched := time.Now()
+	h.Sleep(lt * 6 / 10)
+	require.NoError(h.T, h.P.RenewOrchestrationItemLock(h.Ctx, item.LockToken, lt))
+	renewed := time.Now()
+
+	// Past the original expiry the renewed lock still holds and can commit.
+	h.Sleep(time.Until(fetched.Add(lt + lt/5)))
+	if time.Since(renewed) < lt {
+		h.NoOrch(h.P)
+		require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, item.LockToken, creationFirstTurn(id)),
+			"ack within the renewed lock")
+		events, err := h.P.Read(h.Ctx, id)
+		require.NoError(h.T, err)
+		require.Len(h.T, events, 1)
+	}
+	require.ErrorIs(h.T, h.P.RenewOrchestrationItemLock(h.Ctx, "invalid-token", LongLock), durable.ErrPermanent,
+		"renewing an unknown orchestration token")
+}
+
+func expiryAbandonOrchWithDelay(h *H) {
+	id := h.ID("orch-abandon-delay")
+	h.Enqueue(h.P, StartItem(id))
+	item := h.MustFetchOrch(h.P, LongLock)
+	delay := h.Options().LockTimeout
+	abandoned := time.Now()
+	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, item.LockToken, delay, false))
+	if time.Since(abandoned) < delay {
+		h.NoOrch(h.P)
+	}
+
+	h.Sleep(time.Until(abandoned.Add(delay + lockMargin(h))))
+	again := h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, id, again.Instance)
+	require.Equal(h.T, item.Messages, again.Messages)
+	require.Equal(h.T, uint32(2), again.AttemptCount)
+}
+
+func expiryWorkerAckAfterTakeover(h *H) {
+	id := h.ID("takeover")
+	lt := h.Options().LockTimeout
+	require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, queueActivity(id, 1)))
+	stale := h.MustFetchWork(h.P, lt)
+	h.Sleep(lockExpiryWait(h))
+
+	p2 := h.Open()
+	fresh := h.MustFetchWork(p2, LongLock)
+	require.NotEqual(h.T, stale.LockToken, fresh.LockToken)
+
+	err := h.P.AckWorkItem(h.Ctx, stale.LockToken, queueCompletion(id, 1, "stale"))
+	require.ErrorIs(h.T, err, durable.ErrPermanent, "acking after another worker took the item over")
+	require.ErrorIs(h.T, h.P.RenewWorkItemLock(h.Ctx, stale.LockToken, LongLock), durable.ErrPermanent,
+		"renewing after another worker took the item over")
+	h.NoOrch(h.P)
+	h.NoWork(h.P)
+
+	require.NoError(h.T, p2.AckWorkItem(h.Ctx, fresh.LockToken, queueCompletion(id, 1, "fresh")))
+	item := h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, []durable.WorkItem{queueCompletion(id, 1, "fresh")}, item.Messages,
+		"only the current lock holder's completion is delivered")
+}
