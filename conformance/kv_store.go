@@ -11,27 +11,28 @@ import (
 	"github.com/durafeed/durafeed/durable/history"
 )
 
-// kvStoreScenarios checks the instance key-value store:
+// kvStoreScenarios checks the instance key-value store, ported from
+// duroxide's provider validation (kv_store.rs, after its kv_delta change):
 //
-//   - AckOrchestrationItem materialises KeyValueSet (value and
-//     LastUpdatedAtMS, last writer wins), KeyValueCleared and
-//     KeyValuesCleared in the order of the turn's delta, atomically with the
-//     rest of the turn: a failed ack applies none of them;
-//   - FetchOrchestrationItem returns the store as it is at fetch time in
-//     KVSnapshot (empty for an instance without keys);
-//   - GetKVValue reports (value, true) for a key, including the empty
-//     string, and ok == false for a missing key or unknown instance;
-//     GetKVAllValues returns every entry, empty for an unknown instance;
+//   - AckOrchestrationItem applies KeyValueSet (value and LastUpdatedAtMS,
+//     last writer wins), KeyValueCleared and KeyValuesCleared in the order
+//     of the turn's delta, atomically with the rest of the turn: a failed
+//     ack applies none of them and ends no execution;
+//   - FetchOrchestrationItem's KVSnapshot is the state as it stood when the
+//     current execution started: the current execution's writes are left
+//     out (the runtime replays them from history) until an ack ends the
+//     execution (Completed, Failed or ContinuedAsNew), which merges them;
+//     it is empty for an instance without keys;
+//   - GetKVValue and GetKVAllValues return the latest state: the snapshot
+//     overlaid with the current execution's writes, whose clears hide keys
+//     of the snapshot; GetKVValue reports (value, true) for a key, including
+//     the empty string, and ok == false for a missing key or unknown
+//     instance; GetKVAllValues is empty for an unknown instance;
 //   - the store is instance-scoped: it survives completion, continue-as-new
-//     and execution pruning, is deleted with the instance (and with its
-//     descendants), and never leaks between instances;
-//   - GetInstanceStats counts the instance's keys and their size.
-//
-// Contract note: duroxide (since its kv_delta change) leaves the current
-// execution's writes out of the fetch snapshot; durable.OrchestrationItem
-// documents the snapshot as the store at fetch time, so
-// kv_snapshot_cross_execution and kv_snapshot_includes_current_execution
-// assert that the current execution's writes are included.
+//     and execution pruning, is deleted (current-execution writes included)
+//     with the instance and with its descendants, and never leaks between
+//     instances;
+//   - GetInstanceStats counts the keys and size that clients see.
 func kvStoreScenarios() []Scenario {
 	return []Scenario{
 		{"kv_set_and_get", kvSetAndGet},
@@ -60,7 +61,7 @@ func kvStoreScenarios() []Scenario {
 		{"kv_prune_current_execution_protected", kvPruneCurrentExecutionProtected},
 		{"kv_delete_instance_with_children", kvDeleteInstanceWithChildren},
 		{"kv_clear_isolation", kvClearIsolation},
-		{"kv_snapshot_includes_current_execution", kvSnapshotIncludesCurrentExecution},
+		{"kv_delta_snapshot_excludes_current_execution", kvDeltaSnapshotExcludesCurrentExecution},
 		{"kv_delta_snapshot_includes_completed_execution", kvDeltaSnapshotIncludesCompletedExecution},
 		{"kv_delta_client_reads_merged", kvDeltaClientReadsMerged},
 		{"kv_delta_tombstone_overrides_store", kvDeltaTombstoneOverridesStore},
@@ -76,6 +77,7 @@ func kvStoreScenarios() []Scenario {
 		{"kv_get_all_values_unknown_instance", kvGetAllValuesUnknownInstance},
 		{"kv_failed_ack_applies_nothing", kvFailedAckAppliesNothing},
 		{"kv_instance_stats", kvInstanceStats},
+		{"kv_failed_execution_merges_writes", kvFailedExecutionMergesWrites},
 	}
 }
 
@@ -136,7 +138,8 @@ func (k *kvInst) turn(kinds ...history.EventKind) {
 	k.ack(k.fetch(), kinds...)
 }
 
-// snapshot runs an empty turn and returns the KV snapshot its fetch saw.
+// snapshot runs an empty turn and returns the KV snapshot its fetch saw:
+// the state as the current execution started.
 func (k *kvInst) snapshot() map[string]durable.KVEntry {
 	k.h.T.Helper()
 	item := k.fetch()
@@ -151,6 +154,20 @@ func (k *kvInst) complete() {
 	require.Len(k.h.T, item.History, int(k.next-1), "fetched history of the current execution")
 	k.h.Complete(k.p, item, `"done"`)
 	k.next++
+}
+
+// fail ends the current execution as Failed.
+func (k *kvInst) fail() {
+	k.h.T.Helper()
+	item := k.fetch()
+	require.Len(k.h.T, item.History, int(k.next-1), "fetched history of the current execution")
+	msg := "boom"
+	require.NoError(k.h.T, k.p.AckOrchestrationItem(k.h.Ctx, item.LockToken, durable.OrchestrationTurn{
+		ExecutionID: k.exec,
+		HistoryDelta: k.events(history.OrchestrationFailed{
+			Details: history.ApplicationError(history.AppOrchestrationFailed, msg, false)}),
+		Metadata: durable.ExecutionMetadata{Status: durable.StatusFailed, Output: &msg},
+	}))
 }
 
 // continueAsNew ends the current execution as ContinuedAsNew and runs the
@@ -272,8 +289,10 @@ func kvGetNonexistent(h *H) {
 func kvSnapshotInFetch(h *H) {
 	k := kvCreate(h, "kv-fetch")
 	k.turn(kvSet("x", "10"), kvSet("y", "20"))
+	require.Empty(h.T, k.snapshot(), "the running execution's writes are not in its snapshot")
 	k.complete()
-	require.Equal(h.T, map[string]string{"x": "10", "y": "20"}, kvValues(k.snapshot()))
+	require.Equal(h.T, map[string]string{"x": "10", "y": "20"}, kvValues(k.snapshot()),
+		"completing the execution merges its writes into the snapshot")
 }
 
 func kvSnapshotAfterClearSingle(h *H) {
@@ -281,7 +300,8 @@ func kvSnapshotAfterClearSingle(h *H) {
 	k.turn(kvSet("keep", "yes"), kvSet("remove", "bye"))
 	k.turn(kvClear("remove"))
 	k.complete()
-	require.Equal(h.T, map[string]string{"keep": "yes"}, kvValues(k.snapshot()))
+	require.Equal(h.T, map[string]string{"keep": "yes"}, kvValues(k.snapshot()),
+		"the merged snapshot has the set key and not the cleared one")
 }
 
 func kvSnapshotAfterClearAll(h *H) {
@@ -289,6 +309,9 @@ func kvSnapshotAfterClearAll(h *H) {
 	k.turn(kvSet("a", "1"), kvSet("b", "2"))
 	k.turn(history.KeyValuesCleared{})
 	require.Empty(h.T, k.snapshot(), "snapshot after clearing every key")
+	require.Empty(h.T, k.all())
+	k.complete()
+	require.Empty(h.T, k.snapshot(), "the merge applies the clear-all after the sets it follows")
 }
 
 func kvExecutionIDTracking(h *H) {
@@ -355,7 +378,11 @@ func kvInstanceIsolation(h *H) {
 	b.want("shared_name", "from_b")
 	require.Equal(h.T, map[string]string{"shared_name": "from_a"}, a.all())
 	require.Equal(h.T, map[string]string{"shared_name": "from_b"}, b.all())
+	a.complete()
 	require.Equal(h.T, map[string]string{"shared_name": "from_a"}, kvValues(a.snapshot()))
+	require.Empty(h.T, b.snapshot(), "completing one instance merges none of another's writes")
+	b.complete()
+	require.Equal(h.T, map[string]string{"shared_name": "from_b"}, kvValues(b.snapshot()))
 }
 
 func kvDeleteInstanceCascades(h *H) {
@@ -400,6 +427,7 @@ func kvEmptyValue(h *H) {
 	k := kvCreate(h, "kv-empty")
 	k.turn(kvSet("blank", ""))
 	k.want("blank", "", "the empty string is a value, not a missing key")
+	k.complete()
 	snap := k.snapshot()
 	require.Contains(h.T, snap, "blank")
 	require.Equal(h.T, "", snap["blank"].Value)
@@ -410,6 +438,7 @@ func kvLargeValue(h *H) {
 	big := strings.Repeat("x", 16*1024)
 	k.turn(kvSet("payload", big))
 	k.want("payload", big)
+	k.complete()
 	require.Equal(h.T, big, k.snapshot()["payload"].Value)
 }
 
@@ -433,6 +462,7 @@ func kvSpecialCharsInKey(h *H) {
 		k.want(key, v, "key %q", key)
 	}
 	require.Equal(h.T, want, k.all())
+	k.continueAsNew()
 	require.Equal(h.T, want, kvValues(k.snapshot()))
 }
 
@@ -441,16 +471,18 @@ func kvSnapshotEmpty(h *H) {
 	require.Empty(h.T, k.snapshot(), "an instance without keys has an empty snapshot")
 }
 
-// kvSnapshotCrossExecution: keys from the previous and the current execution
-// are both in the snapshot (duroxide omits the current execution's; see the
-// category's contract note).
+// kvSnapshotCrossExecution: the previous execution's key is in the snapshot,
+// the current execution's is not (clients see both).
 func kvSnapshotCrossExecution(h *H) {
 	k := kvCreate(h, "kv-scross")
 	k.turn(kvSet("A", "from_exec1"))
 	k.continueAsNew()
 	k.turn(kvSet("B", "from_exec2"))
-	require.Equal(h.T, map[string]string{"A": "from_exec1", "B": "from_exec2"}, kvValues(k.snapshot()),
-		"the snapshot is the store at fetch time")
+	snap := k.snapshot()
+	require.Equal(h.T, map[string]string{"A": "from_exec1"}, kvValues(snap),
+		"the snapshot holds only the state of earlier executions")
+	require.NotContains(h.T, snap, "B", "a key of the current execution must not be in the snapshot")
+	require.Equal(h.T, map[string]string{"A": "from_exec1", "B": "from_exec2"}, k.all())
 }
 
 func kvPruneCurrentExecutionProtected(h *H) {
@@ -496,16 +528,15 @@ func kvClearIsolation(h *H) {
 	a.want("shared", "again_a")
 }
 
-// kvSnapshotIncludesCurrentExecution ports
-// test_kv_delta_snapshot_excludes_current_execution under this contract: a
-// key set earlier in the running execution is in the next fetch's snapshot
-// and in client reads.
-func kvSnapshotIncludesCurrentExecution(h *H) {
+// kvDeltaSnapshotExcludesCurrentExecution: a key set earlier in the running
+// execution is in client reads but not in the next fetch's snapshot (replay
+// would otherwise read the execution's own later write).
+func kvDeltaSnapshotExcludesCurrentExecution(h *H) {
 	k := kvCreate(h, "kv-ds1")
 	k.turn(kvSet("counter", "1"))
 	k.want("counter", "1", "client reads see the running execution's writes")
-	require.Equal(h.T, map[string]string{"counter": "1"}, kvValues(k.snapshot()),
-		"the snapshot is the store at fetch time")
+	require.Empty(h.T, k.snapshot(),
+		"a key set by the running (not ended) execution must not be in its snapshot")
 }
 
 func kvDeltaSnapshotIncludesCompletedExecution(h *H) {
@@ -539,6 +570,8 @@ func kvDeltaClientReadsMerged(h *H) {
 	k.want("size", "large", "an untouched key from the earlier execution is kept")
 	k.want("shape", "circle")
 	require.Equal(h.T, map[string]string{"color": "blue", "size": "large", "shape": "circle"}, k.all())
+	require.Equal(h.T, map[string]string{"color": "red", "size": "large"}, kvValues(k.snapshot()),
+		"the snapshot stays at the earlier execution's state")
 }
 
 func kvDeltaTombstoneOverridesStore(h *H) {
@@ -548,7 +581,11 @@ func kvDeltaTombstoneOverridesStore(h *H) {
 	k.restart(kvClear("temp"))
 	k.absent("temp", "a clear in a later execution removes the earlier execution's key")
 	require.Equal(h.T, map[string]string{"other": "kept"}, k.all())
-	require.Equal(h.T, map[string]string{"other": "kept"}, kvValues(k.snapshot()))
+	require.Equal(h.T, map[string]string{"temp": "exists", "other": "kept"}, kvValues(k.snapshot()),
+		"the running execution's clear is not in its snapshot")
+	k.complete()
+	require.Equal(h.T, map[string]string{"other": "kept"}, kvValues(k.snapshot()),
+		"completion merges the clear")
 }
 
 func kvDeltaClearAllTombstonesStore(h *H) {
@@ -559,15 +596,22 @@ func kvDeltaClearAllTombstonesStore(h *H) {
 	k.absent("a", "clear-all removes keys of earlier executions")
 	k.absent("b", "clear-all removes keys of earlier executions")
 	k.want("c", "3", "a key set after the clear-all is kept")
-	require.Equal(h.T, map[string]string{"c": "3"}, kvValues(k.snapshot()))
+	require.Equal(h.T, map[string]string{"c": "3"}, k.all())
+	require.Equal(h.T, map[string]string{"a": "1", "b": "2"}, kvValues(k.snapshot()),
+		"the running execution's clear-all and set are not in its snapshot")
+	k.complete()
+	require.Equal(h.T, map[string]string{"c": "3"}, kvValues(k.snapshot()),
+		"completion merges the clear-all, then the set")
 }
 
 func kvDeltaMergedOnCompletion(h *H) {
 	k := kvCreate(h, "kv-dmc")
 	k.turn(kvSet("result", "42"))
 	k.complete()
-	k.want("result", "42", "completion keeps the store")
+	k.want("result", "42", "the value survives the completion merge")
 	require.Equal(h.T, map[string]string{"result": "42"}, k.all())
+	require.Equal(h.T, map[string]string{"result": "42"}, kvValues(k.snapshot()),
+		"completion merges the execution's writes into the snapshot")
 }
 
 func kvDeltaMergedOnCAN(h *H) {
@@ -611,6 +655,7 @@ func kvLastUpdatedAtMaterialised(h *H) {
 	k := kvCreate(h, "kv-ts")
 	k.turn(history.KeyValueSet{Key: "a", Value: "1", LastUpdatedAtMS: 1_700_000_000_100},
 		history.KeyValueSet{Key: "b", Value: "2", LastUpdatedAtMS: 1_700_000_000_200})
+	k.continueAsNew()
 	require.Equal(h.T, map[string]durable.KVEntry{
 		"a": {Value: "1", LastUpdatedAtMS: 1_700_000_000_100},
 		"b": {Value: "2", LastUpdatedAtMS: 1_700_000_000_200},
@@ -631,7 +676,14 @@ func kvEventsAppliedInDeltaOrder(h *H) {
 		"KV events of one turn apply in delta order")
 	k.turn(kvSet("z", "1"), history.KeyValuesCleared{}, kvSet("y", "2"), kvClear("y"), kvSet("x", "3"))
 	require.Equal(h.T, map[string]string{"x": "3"}, k.all())
-	require.Equal(h.T, map[string]string{"x": "3"}, kvValues(k.snapshot()))
+	k.continueAsNew()
+	require.Equal(h.T, map[string]string{"x": "3"}, kvValues(k.snapshot()),
+		"the merge applies the execution's writes in their order")
+	k.turn(kvClear("x"), kvSet("w", "4"), history.KeyValuesCleared{}, kvSet("v", "5"))
+	require.Equal(h.T, map[string]string{"v": "5"}, k.all(),
+		"a clear-all hides the earlier executions' keys and the current one's earlier writes")
+	k.complete()
+	require.Equal(h.T, map[string]string{"v": "5"}, kvValues(k.snapshot()))
 }
 
 func kvGetAllValues(h *H) {
@@ -656,17 +708,24 @@ func kvFailedAckAppliesNothing(h *H) {
 	k := kvCreate(h, "kv-atomic")
 	k.turn(kvSet("base", "0"))
 
-	// An ack after the lock was released fails and writes nothing.
+	// An ack after the lock was released fails, writes nothing and ends
+	// nothing: the execution's writes are not merged.
 	item := k.fetch()
 	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, item.LockToken, 0, false))
+	done := `"done"`
 	err := h.P.AckOrchestrationItem(h.Ctx, item.LockToken, durable.OrchestrationTurn{
-		ExecutionID: k.exec, HistoryDelta: []history.Event{Event(k.id, k.exec, k.next, kvSet("stale", "x"))}})
+		ExecutionID: k.exec, HistoryDelta: []history.Event{
+			Event(k.id, k.exec, k.next, kvSet("stale", "x")),
+			Event(k.id, k.exec, k.next+1, history.OrchestrationCompleted{Output: done}),
+		},
+		Metadata: durable.ExecutionMetadata{Status: durable.StatusCompleted, Output: &done}})
 	require.ErrorIs(h.T, err, durable.ErrPermanent, "ack with a released lock")
 	k.absent("stale", "a failed ack must not apply its KV events")
 
 	// An ack with a duplicate event id fails and writes nothing either.
 	item = h.MustFetchOrch(h.P, LongLock)
 	require.Equal(h.T, k.id, item.Instance)
+	require.Empty(h.T, item.KVSnapshot, "a failed ack that would have completed the execution must not merge its writes")
 	err = h.P.AckOrchestrationItem(h.Ctx, item.LockToken, durable.OrchestrationTurn{
 		ExecutionID: k.exec, HistoryDelta: []history.Event{
 			Event(k.id, k.exec, k.next, kvSet("dup", "x")),
@@ -706,9 +765,29 @@ func kvInstanceStats(h *H) {
 	require.Equal(h.T, uint64(2), stats.KVKeyCount, "KV counts are instance-wide, across executions")
 	require.Equal(h.T, uint64(2), stats.ExecutionID)
 
+	// The running execution's clear-all hides the earlier executions' keys
+	// from clients, and so from the counts.
 	k.turn(history.KeyValuesCleared{})
 	stats, err = h.P.GetInstanceStats(h.Ctx, k.id)
 	require.NoError(h.T, err)
-	require.Equal(h.T, uint64(0), stats.KVKeyCount)
+	require.Equal(h.T, uint64(0), stats.KVKeyCount, "KV counts follow what clients see")
 	require.Equal(h.T, uint64(0), stats.KVSizeBytes, "an empty store has no size")
+}
+
+// kvFailedExecutionMergesWrites: an execution that ends Failed merges its
+// writes like a completed one (duroxide merges on Completed, Failed and
+// ContinuedAsNew).
+func kvFailedExecutionMergesWrites(h *H) {
+	k := kvCreate(h, "kv-dfail")
+	k.turn(kvSet("progress", "half"), kvSet("scratch", "tmp"))
+	k.turn(kvClear("scratch"), kvSet("progress", "most"))
+	require.Empty(h.T, k.snapshot(), "the running execution's writes are not in its snapshot")
+	k.fail()
+	require.Equal(h.T, map[string]string{"progress": "most"}, k.all())
+	require.Equal(h.T, map[string]string{"progress": "most"}, kvValues(k.snapshot()),
+		"a failed execution's writes are merged into the snapshot")
+	k.restart(kvSet("retry", "1"))
+	require.Equal(h.T, map[string]string{"progress": "most"}, kvValues(k.snapshot()),
+		"the next execution's snapshot has the failed execution's writes, not its own")
+	require.Equal(h.T, map[string]string{"progress": "most", "retry": "1"}, k.all())
 }

@@ -497,3 +497,137 @@ func TestDeleteAndPrune(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, "v", v)
 }
+
+// kvTurn acks one turn of instance i carrying kinds (event ids from next)
+// with status, and returns the KV snapshot its fetch saw.
+func (e *env) kvTurn(exec, next uint64, status durable.Status, kinds ...history.EventKind) map[string]durable.KVEntry {
+	e.t.Helper()
+	e.enqueue(durable.ExternalRaised{Instance: "i", Name: "poke"})
+	item := e.fetch(nil)
+	require.NotNil(e.t, item)
+	delta := make([]history.Event, 0, len(kinds))
+	for j, k := range kinds {
+		delta = append(delta, ev("i", exec, next+uint64(j), k))
+	}
+	require.NoError(e.t, e.p.AckOrchestrationItem(e.ctx, item.LockToken, durable.OrchestrationTurn{
+		ExecutionID: exec, HistoryDelta: delta, Metadata: durable.ExecutionMetadata{Status: status},
+	}))
+	return item.KVSnapshot
+}
+
+func (e *env) kvAll() map[string]string {
+	e.t.Helper()
+	m, err := e.p.GetKVAllValues(e.ctx, "i")
+	require.NoError(e.t, err)
+	return m
+}
+
+func values(s map[string]durable.KVEntry) map[string]string {
+	out := map[string]string{}
+	for k, e := range s {
+		out[k] = e.Value
+	}
+	return out
+}
+
+func TestKVDeltaMergedWhenExecutionEnds(t *testing.T) {
+	set := func(k, v string) history.KeyValueSet {
+		return history.KeyValueSet{Key: k, Value: v, LastUpdatedAtMS: 7}
+	}
+	for _, end := range []durable.Status{durable.StatusCompleted, durable.StatusFailed, durable.StatusContinuedAsNew} {
+		t.Run(string(end), func(t *testing.T) {
+			e := newEnv(t)
+			e.create("i", nil)
+			// Execution 1 writes; nothing of it is in the snapshot.
+			assert.Empty(t, e.kvTurn(1, 2, "", set("a", "1"), set("b", "2")))
+			assert.Empty(t, e.kvTurn(1, 4, durable.StatusRunning, history.KeyValueCleared{Key: "b"}, set("c", "3")),
+				"a Running status does not end the execution")
+			assert.Equal(t, map[string]string{"a": "1", "c": "3"}, e.kvAll(), "clients see the delta")
+			snap := e.kvTurn(1, 6, end, set("d", "4"))
+			assert.Empty(t, snap, "the ending turn's fetch still sees the pre-execution state")
+			// Merged, with the ending turn's own writes.
+			snap = e.kvTurn(1, 7, "")
+			assert.Equal(t, map[string]durable.KVEntry{"a": {Value: "1", LastUpdatedAtMS: 7}, "c": {Value: "3", LastUpdatedAtMS: 7},
+				"d": {Value: "4", LastUpdatedAtMS: 7}}, snap)
+			assert.Equal(t, map[string]string{"a": "1", "c": "3", "d": "4"}, e.kvAll())
+		})
+	}
+}
+
+func TestKVDeltaOverlay(t *testing.T) {
+	e := newEnv(t)
+	e.create("i", nil)
+	e.kvTurn(1, 2, durable.StatusContinuedAsNew,
+		history.KeyValueSet{Key: "a", Value: "1"}, history.KeyValueSet{Key: "b", Value: "2"}, history.KeyValueSet{Key: "c", Value: "3"})
+	stored := map[string]string{"a": "1", "b": "2", "c": "3"}
+
+	// Execution 2: overwrite, tombstone, add.
+	e.kvTurn(2, 1, "", history.OrchestrationStarted{Name: "Orch"},
+		history.KeyValueSet{Key: "a", Value: "10"}, history.KeyValueCleared{Key: "b"}, history.KeyValueSet{Key: "d", Value: "4"})
+	assert.Equal(t, map[string]string{"a": "10", "c": "3", "d": "4"}, e.kvAll())
+	_, ok, err := e.p.GetKVValue(e.ctx, "i", "b")
+	require.NoError(t, err)
+	assert.False(t, ok, "a tombstone hides the stored key")
+	v, ok, err := e.p.GetKVValue(e.ctx, "i", "c")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, "3", v, "an untouched stored key shows through")
+	st, err := e.p.GetInstanceStats(e.ctx, "i")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), st.KVKeyCount, "stats count what clients see")
+	assert.Equal(t, uint64(len("a10c3d4")), st.KVSizeBytes)
+
+	// Clear-all hides every stored key; a later set survives it; a clear of
+	// a key set after the clear-all removes it again.
+	assert.Equal(t, stored, values(e.kvTurn(2, 5, "", history.KeyValuesCleared{},
+		history.KeyValueSet{Key: "e", Value: "5"}, history.KeyValueSet{Key: "f", Value: "6"}, history.KeyValueCleared{Key: "f"})),
+		"the snapshot is the store only")
+	assert.Equal(t, map[string]string{"e": "5"}, e.kvAll())
+	for _, k := range []string{"a", "c", "d", "f"} {
+		_, ok, err := e.p.GetKVValue(e.ctx, "i", k)
+		require.NoError(t, err)
+		assert.False(t, ok, "key %q after clear-all", k)
+	}
+	st, err = e.p.GetInstanceStats(e.ctx, "i")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), st.KVKeyCount)
+
+	// Pruning leaves both layers alone.
+	assert.Equal(t, stored, values(e.kvTurn(2, 9, durable.StatusCompleted)), "the store is unchanged until the merge")
+	e.kvTurn(3, 1, "", history.OrchestrationStarted{Name: "Orch"}, history.KeyValueSet{Key: "g", Value: "7"})
+	pr, err := e.admin.PruneExecutions(e.ctx, "i", durable.PruneOptions{KeepLast: 1})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), pr.ExecutionsDeleted)
+	assert.Equal(t, map[string]string{"e": "5", "g": "7"}, e.kvAll())
+	assert.Equal(t, map[string]string{"e": "5"}, values(e.kvTurn(3, 3, "")))
+
+	// Deletion removes the store and the delta.
+	_, err = e.admin.DeleteInstance(e.ctx, "i", true)
+	require.NoError(t, err)
+	assert.Empty(t, e.kvAll())
+	assert.Empty(t, e.store.kv, "no KV state left behind")
+	e.create("i", nil)
+	assert.Empty(t, e.kvTurn(1, 2, durable.StatusCompleted))
+	assert.Empty(t, e.kvAll())
+}
+
+func TestKVFailedTerminalAckMergesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.create("i", nil)
+	e.kvTurn(1, 2, "", history.KeyValueSet{Key: "a", Value: "1"})
+	e.enqueue(durable.ExternalRaised{Instance: "i", Name: "poke"})
+	item := e.fetch(nil)
+	require.NotNil(t, item)
+	err := e.p.AckOrchestrationItem(e.ctx, item.LockToken, durable.OrchestrationTurn{
+		ExecutionID: 1,
+		HistoryDelta: []history.Event{
+			ev("i", 1, 3, history.KeyValueSet{Key: "b", Value: "2"}),
+			ev("i", 1, 1, history.OrchestrationCompleted{Output: "x"}), // duplicate id
+		},
+		Metadata: durable.ExecutionMetadata{Status: durable.StatusCompleted},
+	})
+	require.True(t, isPermanent(err), "duplicate id: %v", err)
+	assert.Equal(t, map[string]string{"a": "1"}, e.kvAll())
+	require.NoError(t, e.p.AbandonOrchestrationItem(e.ctx, item.LockToken, 0, false))
+	assert.Empty(t, e.kvTurn(1, 3, ""), "a failed ending ack merges nothing")
+}

@@ -203,9 +203,9 @@ func (s *Store) lockInstance(inst string, now time.Time, lockTimeout time.Durati
 			}
 		}
 	}
-	for k, v := range s.kv[inst] {
-		item.KVSnapshot[k] = v
-	}
+	// The state as the current execution started: its own writes are in
+	// History and stay out of the snapshot.
+	item.KVSnapshot = s.kv[inst].snapshot()
 	lock.name, lock.version = item.OrchestrationName, item.Version
 	s.locks[inst] = lock
 	return item, nil
@@ -411,22 +411,17 @@ func (p *handle) AckOrchestrationItem(ctx context.Context, lockToken string, tur
 		}
 	}
 
-	// Key-value events, in order.
+	// Key-value events, in order, into the current execution's delta; an
+	// ack that ends the execution then merges the delta into the store.
 	for _, e := range turn.HistoryDelta {
-		switch k := e.Kind.(type) {
-		case history.KeyValueSet:
-			if s.kv[inst] == nil {
-				s.kv[inst] = map[string]durable.KVEntry{}
-			}
-			ts := k.LastUpdatedAtMS
-			if ts == 0 {
-				ts = e.TimestampMS
-			}
-			s.kv[inst][k.Key] = durable.KVEntry{Value: k.Value, LastUpdatedAtMS: ts}
-		case history.KeyValueCleared:
-			delete(s.kv[inst], k.Key)
-		case history.KeyValuesCleared:
-			delete(s.kv, inst)
+		switch e.Kind.(type) {
+		case history.KeyValueSet, history.KeyValueCleared, history.KeyValuesCleared:
+			s.kvOf(inst).record(e)
+		}
+	}
+	if md.Status.IsTerminal() {
+		if k := s.kv[inst]; k != nil {
+			k.merge()
 		}
 	}
 
@@ -891,7 +886,7 @@ func (p *handle) GetKVValue(ctx context.Context, instance, key string) (string, 
 		return "", false, err
 	}
 	defer unlock()
-	e, ok := p.s.kv[instance][key]
+	e, ok := p.s.kv[instance].get(key)
 	return e.Value, ok, nil
 }
 
@@ -907,7 +902,7 @@ func (p *handle) GetKVAllValues(ctx context.Context, instance string) (map[strin
 	}
 	defer unlock()
 	out := map[string]string{}
-	for k, e := range p.s.kv[instance] {
+	for k, e := range p.s.kv[instance].view() {
 		out[k] = e.Value
 	}
 	return out, nil
@@ -934,7 +929,8 @@ func (p *handle) GetInstanceStats(ctx context.Context, instance string) (*durabl
 		st.HistoryEventCount++
 		st.HistorySizeBytes += uint64(len(b))
 	}
-	for k, e := range s.kv[instance] {
+	// KV counts follow what clients see (store overlaid with the delta).
+	for k, e := range s.kv[instance].view() {
 		st.KVKeyCount++
 		st.KVSizeBytes += uint64(len(k) + len(e.Value))
 	}

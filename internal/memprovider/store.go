@@ -44,7 +44,9 @@ type Store struct {
 	workQ    []*workMsg
 	locks    map[string]*instLock // by instance id
 	sessions map[string]*sessionRec
-	kv       map[string]map[string]durable.KVEntry
+	// kv holds each instance's key-value state: the store of ended
+	// executions and the current execution's delta (see kvState).
+	kv map[string]*kvState
 }
 
 // instanceRec is an instance's metadata, created by the first ack.
@@ -128,7 +130,7 @@ func NewStore() *Store {
 		history:   map[string]map[uint64]map[uint64][]byte{},
 		locks:     map[string]*instLock{},
 		sessions:  map[string]*sessionRec{},
-		kv:        map[string]map[string]durable.KVEntry{},
+		kv:        map[string]*kvState{},
 	}
 }
 

@@ -1,0 +1,529 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/durable/history"
+)
+
+// turnPlan is an ack turned into documents, before it is split into batches.
+type turnPlan struct {
+	instance string
+	nonce    string
+	inst     instanceDoc  // the instance document to write (lock released)
+	exec     executionDoc // the execution record to upsert (mark advanced)
+	oldMark  uint64
+	history  []historyDoc
+	queue    []queueDoc  // same-partition queue documents
+	intents  []intentDoc // cross-partition effects
+	kv       []batchOp
+	deletes  []string // the turn's locked messages
+	cancel   []durable.ScheduledActivityIdentifier
+}
+
+// AckOrchestrationItem implements durable.Provider. A turn that fits one
+// transactional batch is committed by that batch; a larger turn is staged
+// and committed by its last batch (see the package documentation).
+func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, turn durable.OrchestrationTurn) error {
+	const op = "ack_orchestration_item"
+	d, t, err := p.heldLock(ctx, op, lockToken, true)
+	if err != nil {
+		return err
+	}
+	plan, err := p.planTurn(ctx, op, d, t, turn)
+	if err != nil {
+		return err
+	}
+	single := p.singleBatch(plan)
+	if fitsOneBatch(single) {
+		if _, err := p.s.execBatch(ctx, plan.instance, single, false); err != nil {
+			if cerr := p.commitFailure(ctx, op, plan, err); cerr != nil {
+				return cerr
+			}
+		}
+		p.afterCommit(ctx, plan, plan.intents)
+		return nil
+	}
+	return p.ackLarge(ctx, op, d, plan)
+}
+
+// planTurn validates the turn and computes every document it writes.
+func (p *Provider) planTurn(ctx context.Context, op string, d *instanceDoc, t parsedToken, turn durable.OrchestrationTurn) (*turnPlan, error) {
+	instance := t.instance
+	if turn.ExecutionID == 0 {
+		return nil, durable.Permanent(op, nil, "execution id 0 is invalid")
+	}
+	now := nowMS()
+	plan := &turnPlan{instance: instance, nonce: t.nonce, deletes: d.LockedMsgs}
+
+	// Execution record: the current one is copied in the instance document.
+	var ex executionDoc
+	switch {
+	case d.Exec != nil && d.Exec.ExecutionID == turn.ExecutionID:
+		ex = *d.Exec
+	case turn.ExecutionID > d.CurrentExecutionID:
+		ex = executionDoc{ID: execDocID(turn.ExecutionID), InstanceID: instance, Type: typeExecution,
+			ExecutionID: turn.ExecutionID, Status: string(durable.StatusRunning), StartedAt: now}
+	default:
+		found, err := p.s.read(ctx, instance, execDocID(turn.ExecutionID), &ex)
+		if err != nil {
+			return nil, mapErr(op, err)
+		}
+		if !found {
+			ex = executionDoc{ID: execDocID(turn.ExecutionID), InstanceID: instance, Type: typeExecution,
+				ExecutionID: turn.ExecutionID, Status: string(durable.StatusRunning), StartedAt: now}
+		}
+	}
+	plan.oldMark = ex.Mark
+	hist, err := historyDocs(op, instance, turn.ExecutionID, turn.HistoryDelta, "")
+	if err != nil {
+		return nil, err
+	}
+	plan.history = hist
+	advanceExecution(&ex, hist)
+	md := turn.Metadata
+	if md.Status != "" {
+		ex.Status = string(md.Status)
+		if md.Status.IsTerminal() {
+			ex.CompletedAt = now
+		}
+	}
+	if md.Output != nil {
+		ex.Output = md.Output
+	}
+
+	// Instance document: metadata, custom status, lock released.
+	nd := *d
+	nd.ETag, nd.Pending = "", false
+	nd.LockToken, nd.LockedUntil, nd.LockedMsgs = "", 0, nil
+	nd.LastCommit, nd.UpdatedAt = t.nonce, now
+	if d.Pending || d.CreatedAt == 0 {
+		nd.CreatedAt = now
+	}
+	if md.OrchestrationName != "" {
+		nd.OrchestrationName = md.OrchestrationName
+	}
+	if md.OrchestrationVersion != "" {
+		nd.OrchestrationVersion = md.OrchestrationVersion
+	}
+	if md.ParentInstanceID != "" {
+		nd.ParentInstanceID = md.ParentInstanceID
+	}
+	if md.PinnedVersion != nil {
+		nd.PinnedVersion = md.PinnedVersion.String()
+	}
+	if turn.ExecutionID >= d.CurrentExecutionID {
+		nd.CurrentExecutionID = turn.ExecutionID
+		nd.Status, nd.Output, nd.CompletedAt = ex.Status, ex.Output, ex.CompletedAt
+		exCopy := ex
+		nd.Exec = &exCopy
+	}
+	for i := len(turn.HistoryDelta) - 1; i >= 0; i-- {
+		if cs, ok := turn.HistoryDelta[i].Kind.(history.CustomStatusUpdated); ok {
+			nd.CustomStatus = cs.Status
+			nd.CustomStatusVersion++
+			break
+		}
+	}
+	plan.inst, plan.exec = nd, ex
+
+	// Queue items: same partition in the batch, others through the outbox.
+	cancelled := map[durable.ScheduledActivityIdentifier]bool{}
+	for _, c := range turn.CancelledActivities {
+		cancelled[c] = true
+	}
+	position := 0
+	addItem := func(item durable.WorkItem, visibleAt int64, id string) error {
+		if err := durable.ValidateWorkItem(item); err != nil {
+			return durable.Permanent(op, err, "invalid work item")
+		}
+		if err := checkInstanceID(op, item.TargetInstance()); err != nil {
+			return err
+		}
+		position++
+		if item.TargetInstance() == instance {
+			q, err := newQueueDoc(id, item, visibleAt)
+			if err != nil {
+				return durable.Permanent(op, err, "encode work item")
+			}
+			plan.queue = append(plan.queue, q)
+			return nil
+		}
+		key := outboxKey(instance, turn.ExecutionID, t.nonce, position)
+		q, err := newQueueDoc(outboxTargetID(key), item, visibleAt)
+		if err != nil {
+			return durable.Permanent(op, err, "encode work item")
+		}
+		payload, _ := json.Marshal(q)
+		plan.intents = append(plan.intents, intentDoc{ID: outboxIntentID(key), InstanceID: instance, Type: typeIntent,
+			TargetInstance: item.TargetInstance(), Payload: string(payload), IdempotencyKey: key, CreatedAt: now})
+		return nil
+	}
+	for _, w := range turn.WorkerItems {
+		id := uuid.NewString()
+		if a, ok := w.(durable.ActivityExecute); ok {
+			if cancelled[durable.ScheduledActivityIdentifier{Instance: a.Instance, ExecutionID: a.ExecutionID, ActivityID: a.ID}] {
+				continue // scheduled and cancelled in one turn: never created
+			}
+			id = "w:" + u64(a.ExecutionID) + ":" + u64(a.ID)
+		}
+		if err := addItem(w, now, id); err != nil {
+			return nil, err
+		}
+	}
+	for i, o := range turn.OrchestratorItems {
+		vis := now
+		if tf, ok := o.(durable.TimerFired); ok && int64(tf.FireAtMS) > now {
+			vis = int64(tf.FireAtMS)
+		}
+		if err := addItem(o, vis, "q:"+t.nonce+":"+itoa(i)); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range turn.CancelledActivities {
+		created := false
+		for _, w := range turn.WorkerItems {
+			if a, ok := w.(durable.ActivityExecute); ok && a.Instance == c.Instance && a.ExecutionID == c.ExecutionID && a.ID == c.ActivityID {
+				created = true
+			}
+		}
+		if !created {
+			plan.cancel = append(plan.cancel, c)
+		}
+	}
+
+	// Key-value store: the delta's KV events applied in order to the
+	// current documents, reduced to one write per key.
+	// An execution that ends merges its writes into the snapshot.
+	ends := md.Status.IsTerminal()
+	if hasKV(turn.HistoryDelta) || ends {
+		cur, err := p.readKV(ctx, instance)
+		if err != nil {
+			return nil, mapErr(op, err)
+		}
+		plan.kv = kvOps(instance, turn.ExecutionID, cur, turn.HistoryDelta, ends)
+	}
+	return plan, nil
+}
+
+func hasKV(evs []history.Event) bool {
+	for _, e := range evs {
+		switch e.Kind.(type) {
+		case history.KeyValueSet, history.KeyValueCleared, history.KeyValuesCleared:
+			return true
+		}
+	}
+	return false
+}
+
+// singleBatch lays out a whole turn as one batch, the instance first.
+func (p *Provider) singleBatch(plan *turnPlan) []batchOp {
+	ops := []batchOp{opReplace(idInstance, plan.inst, "")}
+	ops = append(ops, opUpsert(plan.exec))
+	for _, id := range plan.deletes {
+		ops = append(ops, opDelete(id))
+	}
+	for _, h := range plan.history {
+		ops = append(ops, opCreate(h))
+	}
+	for _, q := range plan.queue {
+		ops = append(ops, opCreate(q))
+	}
+	for _, in := range plan.intents {
+		ops = append(ops, opCreate(in))
+	}
+	ops = append(ops, plan.kv...)
+	return ops
+}
+
+// commitFailure interprets a failed commit batch. It returns nil when the
+// turn turns out to be committed (the batch succeeded but its answer was
+// lost and the retry found the lock released by this very turn).
+func (p *Provider) commitFailure(ctx context.Context, op string, plan *turnPlan, err error) error {
+	var be *batchError
+	if asBatchError(err, &be) {
+		switch {
+		case be.index == 0 && (be.status == http.StatusPreconditionFailed || be.status == http.StatusNotFound):
+			d, rerr := p.readInstance(ctx, plan.instance)
+			if rerr == nil && d != nil && d.LastCommit == plan.nonce {
+				return nil
+			}
+			return durable.Permanent(op, err, "lock on instance %q was lost before the commit", plan.instance)
+		case be.status == http.StatusConflict:
+			return durable.Permanent(op, err, "duplicate event id or document in the turn of %q", plan.instance)
+		case be.status == http.StatusNotFound:
+			return durable.Permanent(op, err, "a locked message of %q is gone", plan.instance)
+		case be.status == http.StatusRequestEntityTooLarge:
+			return durable.Permanent(op, err, "turn of %q is too large", plan.instance)
+		}
+	}
+	return mapErr(op, err)
+}
+
+// afterCommit runs the best-effort steps that follow a commit: removing
+// cancelled activities and delivering outbox intents. Failures are logged;
+// the reconciler delivers what is left.
+func (p *Provider) afterCommit(ctx context.Context, plan *turnPlan, intents []intentDoc) {
+	for _, c := range plan.cancel {
+		if err := p.deleteActivity(ctx, c); err != nil {
+			p.log.Warn("cancelled activity not removed", zap.String("instance", c.Instance), zap.Error(err))
+		}
+	}
+	p.outbox.deliverAll(ctx, intents)
+}
+
+// deleteActivity removes a scheduled activity from the worker queue; a
+// missing one is not an error (it may have completed already).
+func (p *Provider) deleteActivity(ctx context.Context, c durable.ScheduledActivityIdentifier) error {
+	if c.Instance == "" || len(c.Instance) > MaxInstanceIDBytes {
+		return nil
+	}
+	found, err := p.s.remove(ctx, c.Instance, "w:"+u64(c.ExecutionID)+":"+u64(c.ActivityID))
+	if err != nil || found {
+		return err
+	}
+	// Enqueued outside an ack (random id): find it by its fields.
+	type row struct {
+		ID string `json:"id"`
+	}
+	rows, err := queryAll[row](ctx, p.s, strp(c.Instance),
+		"SELECT c.id FROM c WHERE c.type = 'worker_queue' AND c.executionId = @e AND c.activityId = @a",
+		param("@e", c.ExecutionID), param("@a", c.ActivityID))
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if _, err := p.s.remove(ctx, c.Instance, r.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func asBatchError(err error, be **batchError) bool {
+	for e := err; e != nil; {
+		if b, ok := e.(*batchError); ok {
+			*be = b
+			return true
+		}
+		u, ok := e.(interface{ Unwrap() error })
+		if !ok {
+			return false
+		}
+		e = u.Unwrap()
+	}
+	return false
+}
+
+// ackLarge commits a turn that does not fit one batch: stage, commit, publish.
+func (p *Provider) ackLarge(ctx context.Context, op string, d *instanceDoc, plan *turnPlan) error {
+	instance, nonce := plan.instance, plan.nonce
+	// A retry of this turn's ack restages from scratch.
+	if d.Staging != "" {
+		if err := p.deleteStaged(ctx, instance, d.Staging); err != nil {
+			return mapErr(op, err)
+		}
+	}
+
+	// The final batch: instance, execution, KV writes, history at or
+	// below the old mark (created, so duplicates fail), and as many message
+	// deletions as fit; the rest of the deletions go in the commit record.
+	var low, high []historyDoc
+	for _, h := range plan.history {
+		if h.EventID <= plan.oldMark {
+			low = append(low, h)
+		} else {
+			high = append(high, h)
+		}
+	}
+	final := []batchOp{opReplace(idInstance, plan.inst, ""), opUpsert(plan.exec)}
+	for _, h := range low {
+		final = append(final, opCreate(h))
+	}
+	final = append(final, plan.kv...)
+	if !fitsOneBatch(final) {
+		return durable.Permanent(op, nil, "turn of %q has too many key-value changes or low event ids for one batch", instance)
+	}
+	var deferred []string
+	for _, id := range plan.deletes {
+		o := opDelete(id)
+		if fitsOneBatch(append(final[:len(final):len(final)], o)) {
+			final = append(final, o)
+		} else {
+			deferred = append(deferred, id)
+		}
+	}
+
+	// Everything else is staged: invisible until the commit.
+	var staged []batchOp
+	for _, h := range high {
+		h.StagedBy = nonce
+		staged = append(staged, opUpsert(h))
+	}
+	for _, q := range plan.queue {
+		q.FinalType, q.Type, q.StagedBy = q.Type, typeStaged, nonce
+		staged = append(staged, opUpsert(q))
+	}
+	for _, in := range plan.intents {
+		in.FinalType, in.Type, in.StagedBy = in.Type, typeStaged, nonce
+		staged = append(staged, opUpsert(in))
+	}
+	etag := d.ETag
+	var guard azcosmos.PatchOperations
+	guard.AppendSet("/staging", nonce)
+	guardOp := opPatch(idInstance, guard, "")
+	for _, chunk := range planBatches(staged, maxBatchOps-1, maxBatchBytes-guardOp.size()) {
+		g := guardOp
+		g.ifMatch = etag
+		res, err := p.s.execBatch(ctx, instance, append([]batchOp{g}, chunk...), true)
+		if err != nil {
+			var be *batchError
+			if asBatchError(err, &be) && be.index == 0 {
+				return durable.Permanent(op, err, "lock on instance %q was lost while staging", instance)
+			}
+			return mapErr(op, err)
+		}
+		etag = res.etags[0]
+	}
+
+	// Commit: the instance replace proves the lock, releases it, advances
+	// the mark and records what is left to publish.
+	plan.inst.Staging = ""
+	if len(staged) > 0 || len(deferred) > 0 {
+		plan.inst.Publish = &publishRecord{Token: nonce, DeleteMsgs: deferred, At: nowMS()}
+	}
+	final[0] = opReplace(idInstance, plan.inst, etag)
+	res, err := p.s.execBatch(ctx, instance, final, false)
+	if err != nil {
+		if cerr := p.commitFailure(ctx, op, plan, err); cerr != nil {
+			return cerr
+		}
+		res = batchResult{}
+	}
+	if plan.inst.Publish != nil {
+		newTag := ""
+		if len(res.etags) > 0 {
+			newTag = res.etags[0]
+		}
+		if err := p.publish(ctx, instance, plan.inst.Publish, newTag); err != nil {
+			// Committed all the same: the next fetch or the sweep publishes.
+			p.log.Warn("large turn committed, publication deferred", zap.String("instance", instance), zap.Error(err))
+			p.afterCommit(ctx, plan, nil)
+			return nil
+		}
+	}
+	p.afterCommit(ctx, plan, plan.intents)
+	return nil
+}
+
+// publish makes a committed large turn's staged documents visible, deletes
+// its deferred messages and clears the commit record (conditionally on
+// etag when known). Every step is idempotent.
+func (p *Provider) publish(ctx context.Context, instance string, rec *publishRecord, etag string) error {
+	type row struct {
+		ID        string `json:"id"`
+		FinalType string `json:"finalType"`
+	}
+	rows, err := queryAll[row](ctx, p.s, strp(instance),
+		"SELECT c.id, c.finalType FROM c WHERE c.type = 'staged' AND c.stagedBy = @t", param("@t", rec.Token))
+	if err != nil {
+		return err
+	}
+	ops := make([]batchOp, 0, len(rows))
+	for _, r := range rows {
+		var pt azcosmos.PatchOperations
+		pt.AppendSet("/type", r.FinalType)
+		ops = append(ops, opPatch(r.ID, pt, ""))
+	}
+	for _, chunk := range planBatches(ops, maxBatchOps, maxBatchBytes) {
+		if _, err := p.s.execBatch(ctx, instance, chunk, true); err != nil {
+			return err
+		}
+	}
+	for _, id := range rec.DeleteMsgs {
+		if _, err := p.s.remove(ctx, instance, id); err != nil {
+			return err
+		}
+	}
+	var pt azcosmos.PatchOperations
+	pt.AppendRemove("/publish")
+	var cond azcosmos.PatchOperations
+	cond.AppendSet("/publish", nil)
+	if etag == "" {
+		// Unknown ETag (the commit's answer was lost): clear it only if the
+		// record is still this one.
+		cond.SetCondition("FROM c WHERE c.publish.token = '" + sqlQuote(rec.Token) + "'")
+		_, err = p.s.patch(ctx, instance, idInstance, cond, "", nil)
+	} else {
+		_, err = p.s.patch(ctx, instance, idInstance, pt, etag, nil)
+	}
+	if err != nil && !lostRace(err) {
+		return err
+	}
+	return nil
+}
+
+func sqlQuote(s string) string {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\'' || s[i] == '\\' {
+			out = append(out, '\\')
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}
+
+// deleteStaged deletes every document staged under token (an uncommitted
+// large turn).
+func (p *Provider) deleteStaged(ctx context.Context, instance, token string) error {
+	type row struct {
+		ID string `json:"id"`
+	}
+	rows, err := queryAll[row](ctx, p.s, strp(instance), "SELECT c.id FROM c WHERE c.stagedBy = @t AND (c.type = 'staged' OR c.type = 'history')", param("@t", token))
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if _, err := p.s.remove(ctx, instance, r.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recoverTurn finishes or discards what a large turn left on an unlocked
+// instance: a commit record is published; staging without a commit is
+// deleted. It returns the instance document as it is afterwards.
+func (p *Provider) recoverTurn(ctx context.Context, d *instanceDoc) (*instanceDoc, error) {
+	instance := d.InstanceID
+	if d.Publish != nil {
+		if err := p.publish(ctx, instance, d.Publish, d.ETag); err != nil {
+			return nil, err
+		}
+		// The publication may have released outbox intents: deliver them.
+		intents, err := queryAll[intentDoc](ctx, p.s, strp(instance), "SELECT * FROM c WHERE c.type = 'outbox_intent'")
+		if err != nil {
+			return nil, err
+		}
+		p.outbox.deliverAll(ctx, intents)
+	}
+	if d.Staging != "" && !d.lockHeld(nowMS()) {
+		if err := p.deleteStaged(ctx, instance, d.Staging); err != nil {
+			return nil, err
+		}
+		var pt azcosmos.PatchOperations
+		pt.AppendRemove("/staging")
+		if _, err := p.s.patch(ctx, instance, idInstance, pt, d.ETag, nil); err != nil && !lostRace(err) {
+			return nil, err
+		}
+	}
+	return p.readInstance(ctx, instance)
+}

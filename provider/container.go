@@ -1,0 +1,92 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"github.com/cenkalti/backoff/v4"
+)
+
+// indexingPolicy indexes only what queries filter or sort on; payloads
+// (event data, work items, outputs, custom status) are never indexed.
+func indexingPolicy() *azcosmos.IndexingPolicy {
+	inc := []string{"/type/?", "/instanceId/?", "/dispatchSlot/?", "/visibleAt/?", "/enqueuedAt/?",
+		"/lockedUntil/?", "/executionId/?", "/eventId/?", "/status/?", "/sessionId/?", "/ownerId/?",
+		"/parentInstanceId/?", "/createdAt/?", "/customStatusVersion/?", "/tag/?", "/lockToken/?",
+		"/stagedBy/?", "/deleting/?", "/deletingAt/?", "/publish/at/?", "/lastActivity/?", "/activityId/?",
+		"/pending/?", "/completedAt/?"}
+	exc := []string{"/eventData/*", "/workItem/*", "/payload/*", "/output/*", "/customStatus/*", "/*"}
+	p := &azcosmos.IndexingPolicy{IndexingMode: azcosmos.IndexingModeConsistent, Automatic: true}
+	for _, s := range inc {
+		p.IncludedPaths = append(p.IncludedPaths, azcosmos.IncludedPath{Path: s})
+	}
+	for _, s := range exc {
+		p.ExcludedPaths = append(p.ExcludedPaths, azcosmos.ExcludedPath{Path: s})
+	}
+	asc := azcosmos.CompositeIndexAscending
+	p.CompositeIndexes = [][]azcosmos.CompositeIndex{
+		{{Path: "/type", Order: asc}, {Path: "/dispatchSlot", Order: asc}, {Path: "/visibleAt", Order: asc}, {Path: "/enqueuedAt", Order: asc}},
+		{{Path: "/type", Order: asc}, {Path: "/executionId", Order: asc}, {Path: "/eventId", Order: asc}},
+		{{Path: "/type", Order: asc}, {Path: "/status", Order: asc}},
+	}
+	return p
+}
+
+// ensureContainer checks that the container exists and, when allowed,
+// creates the database and container, retrying metadata throttling.
+func ensureContainer(ctx context.Context, client *azcosmos.Client, database, container string, create bool) error {
+	b := backoff.WithContext(backoff.WithMaxRetries(newMetaBackoff(), 10), ctx)
+	return backoff.Retry(func() error {
+		err := ensureOnce(ctx, client, database, container, create)
+		if err == nil || retryableStatus(statusOf(err)) {
+			return err
+		}
+		return backoff.Permanent(err)
+	}, b)
+}
+
+func newMetaBackoff() *backoff.ExponentialBackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 500 * time.Millisecond
+	b.MaxInterval = 8 * time.Second
+	b.MaxElapsedTime = 0
+	return b
+}
+
+func ensureOnce(ctx context.Context, client *azcosmos.Client, database, container string, create bool) error {
+	db, err := client.NewDatabase(database)
+	if err != nil {
+		return err
+	}
+	cc, err := db.NewContainer(container)
+	if err != nil {
+		return err
+	}
+	_, err = cc.Read(ctx, nil)
+	if err == nil {
+		return nil
+	}
+	if !isStatus(err, http.StatusNotFound) {
+		return err
+	}
+	if !create {
+		return fmt.Errorf("provider: container %q in database %q does not exist (creation is disabled: set Config.CreateIfMissing, or deploy it)", container, database)
+	}
+	if _, err := client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: database}, nil); err != nil && !isStatus(err, http.StatusConflict) {
+		return err
+	}
+	props := azcosmos.ContainerProperties{
+		ID: container,
+		PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{
+			Paths: []string{"/instanceId"}, Kind: azcosmos.PartitionKeyKindHash, Version: 2,
+		},
+		IndexingPolicy: indexingPolicy(),
+	}
+	if _, err := db.CreateContainer(ctx, props, nil); err != nil && !isStatus(err, http.StatusConflict) {
+		return err
+	}
+	return nil
+}

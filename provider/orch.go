@@ -1,0 +1,435 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/durafeed/durafeed/durable"
+)
+
+// maxLockAttempts bounds how many candidate instances one fetch tries.
+const maxLockAttempts = 8
+
+// maxTurnMessages caps the messages locked into one turn: the lock and the
+// tagging of the messages are one transactional batch. Messages beyond the
+// cap stay queued for the next turn, oldest first.
+const maxTurnMessages = maxBatchOps - 1
+
+// FetchOrchestrationItem implements durable.Provider. Polling mode: it
+// scans the slots of one share for visible, unlocked messages, tries the
+// instances of the oldest ones, and returns nil at once when none can be
+// locked (pollTimeout is not waited; ctx is honoured).
+func (p *Provider) FetchOrchestrationItem(ctx context.Context, lockTimeout, _ time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, error) {
+	const op = "fetch_orchestration_item"
+	sh, release, err := p.orch.acquire(ctx)
+	if err != nil {
+		return nil, durable.Retryable(op, err, "cancelled")
+	}
+	defer release()
+	cands, err := p.findOrchCandidates(ctx, sh)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	tries := 0
+	for _, inst := range cands {
+		if tries >= maxLockAttempts {
+			break
+		}
+		tries++
+		item, err := p.lockInstance(ctx, inst, lockTimeout, filter)
+		if err != nil {
+			if durable.IsRetryable(err) && ctx.Err() == nil {
+				continue // a lost race on this instance: try the next one
+			}
+			return nil, err
+		}
+		if item != nil {
+			return item, nil
+		}
+	}
+	return nil, nil
+}
+
+// slotClause restricts a query to a share's slots (nothing for all slots).
+func slotClause(sh share) (string, []azcosmos.QueryParameter) {
+	if sh.all() {
+		return "", nil
+	}
+	return " AND c.dispatchSlot >= @lo AND c.dispatchSlot <= @hi", []azcosmos.QueryParameter{param("@lo", sh.lo), param("@hi", sh.hi)}
+}
+
+// findOrchCandidates returns the instances with visible, unlocked
+// orchestrator messages in the share, oldest message first. The query is
+// cross-partition, so it has no ORDER BY: sorting is client-side.
+func (p *Provider) findOrchCandidates(ctx context.Context, sh share) ([]string, error) {
+	now := nowMS()
+	clause, params := slotClause(sh)
+	params = append(params, param("@now", now))
+	type cand struct {
+		InstanceID string `json:"instanceId"`
+		EnqueuedAt int64  `json:"enqueuedAt"`
+	}
+	rows, err := queryAll[cand](ctx, p.s, nil,
+		"SELECT c.instanceId, c.enqueuedAt FROM c WHERE c.type = 'orch_queue' AND c.visibleAt <= @now AND c.lockedUntil <= @now"+clause,
+		params...)
+	if err != nil {
+		return nil, err
+	}
+	oldest := map[string]int64{}
+	for _, r := range rows {
+		if t, ok := oldest[r.InstanceID]; !ok || r.EnqueuedAt < t {
+			oldest[r.InstanceID] = r.EnqueuedAt
+		}
+	}
+	out := make([]string, 0, len(oldest))
+	for id := range oldest {
+		out = append(out, id)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if oldest[out[i]] != oldest[out[j]] {
+			return oldest[out[i]] < oldest[out[j]]
+		}
+		return out[i] < out[j]
+	})
+	return out, nil
+}
+
+// lockedMessage is a queue message selected for a turn.
+type lockedMessage struct {
+	doc  queueDoc
+	item durable.WorkItem
+}
+
+// lockInstance tries to lock one instance and build its turn. It returns
+// nil, nil when the instance has nothing to do, is locked, being deleted,
+// or pinned to a version the filter refuses; a retryable error when it lost
+// a race. It is the entry point the event-driven mode calls on a wakeup.
+func (p *Provider) lockInstance(ctx context.Context, instance string, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, error) {
+	const op = "fetch_orchestration_item"
+	d, err := p.readInstance(ctx, instance)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	now := nowMS()
+	if d != nil {
+		if d.Deleting != "" || d.lockHeld(now) {
+			return nil, nil
+		}
+		// Finish what an earlier large turn left behind before anything else.
+		if d.Publish != nil || d.Staging != "" {
+			if d, err = p.recoverTurn(ctx, d); err != nil {
+				return nil, mapErr(op, err)
+			}
+			if d == nil || d.Deleting != "" || d.lockHeld(now) {
+				return nil, nil
+			}
+		}
+		if filter != nil && d.PinnedVersion != "" {
+			v, perr := durable.ParseSemVer(d.PinnedVersion)
+			if perr == nil && !filter.IsCompatible(v) {
+				return nil, nil
+			}
+		}
+	}
+	committed := d.visible()
+	exec := uint64(0)
+	if committed {
+		exec = d.CurrentExecutionID
+	}
+
+	// One single-partition query: the candidate messages, and (read under
+	// the ETag the lock is conditional on, so consistent with it) the
+	// current execution's record and history and the KV store.
+	msgs, view, err := p.readTurnInputs(ctx, instance, exec, now)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	sort.Slice(msgs, func(i, j int) bool { return msgs[i].doc.EnqueuedAt < msgs[j].doc.EnqueuedAt })
+
+	// Decode; a QueueMessage for an instance that has not started is dropped.
+	hasStart := false
+	var keep []lockedMessage
+	var drop []string
+	for _, m := range msgs {
+		w, derr := durable.UnmarshalWorkItem([]byte(m.doc.WorkItem))
+		if derr != nil {
+			p.log.Error("dropping undecodable orchestrator message", zap.String("instance", instance), zap.String("message", m.doc.ID), zap.Error(derr))
+			drop = append(drop, m.doc.ID)
+			continue
+		}
+		m.item = w
+		if _, ok := w.(durable.StartOrchestration); ok {
+			hasStart = true
+		}
+		keep = append(keep, m)
+	}
+	started := committed && len(view.history) > 0
+	if !started && !hasStart {
+		kept := keep[:0]
+		for _, m := range keep {
+			if _, ok := m.item.(durable.QueueMessage); ok {
+				drop = append(drop, m.doc.ID)
+				continue
+			}
+			kept = append(kept, m)
+		}
+		keep = kept
+	}
+	if len(keep) > maxTurnMessages {
+		keep = keep[:maxTurnMessages]
+	}
+	if len(drop) > maxBatchOps-1-len(keep) {
+		drop = drop[:maxBatchOps-1-len(keep)]
+	}
+	if len(keep) == 0 {
+		// Nothing to run: delete the dropped messages (and a pending
+		// document) without taking the lock.
+		if len(drop) == 0 {
+			return nil, nil
+		}
+		ops := make([]batchOp, 0, len(drop)+1)
+		if d != nil && d.Pending {
+			ops = append(ops, batchOp{kind: "delete", id: idInstance, ifMatch: d.ETag})
+		}
+		for _, id := range drop {
+			ops = append(ops, opDelete(id))
+		}
+		if _, err := p.s.execBatch(ctx, instance, ops, true); err != nil && !lostRace(err) {
+			return nil, mapErr(op, err)
+		}
+		return nil, nil
+	}
+
+	nonce := uuid.NewString()
+	token := makeToken(tokenOrch, nonce, instance, "")
+	until := nowMS() + durMS(lockTimeout)
+	ids := make([]string, len(keep))
+	for i, m := range keep {
+		ids[i] = m.doc.ID
+	}
+	var instOp batchOp
+	if d == nil {
+		nd := instanceDoc{ID: idInstance, InstanceID: instance, Type: typeInstance, Pending: true,
+			LockToken: token, LockedUntil: until, LockedMsgs: ids, CreatedAt: now, UpdatedAt: now}
+		instOp = opCreate(nd)
+	} else {
+		nd := *d
+		nd.ETag = ""
+		nd.LockToken, nd.LockedUntil, nd.LockedMsgs = token, until, ids
+		instOp = opReplace(idInstance, nd, d.ETag)
+	}
+	ops := []batchOp{instOp}
+	for _, m := range keep {
+		var pt azcosmos.PatchOperations
+		pt.AppendSet("/lockToken", token)
+		pt.AppendSet("/lockedUntil", until)
+		pt.AppendIncrement("/attemptCount", 1)
+		ops = append(ops, opPatch(m.doc.ID, pt, m.doc.ETag))
+	}
+	for _, id := range drop {
+		ops = append(ops, opDelete(id))
+	}
+	if _, err := p.s.execBatch(ctx, instance, ops, false); err != nil {
+		if lostRace(err) {
+			return nil, durable.Retryable(op, err, "instance %q was locked concurrently", instance)
+		}
+		return nil, mapErr(op, err)
+	}
+
+	item := &durable.OrchestrationItem{Instance: instance, LockToken: token, KVSnapshot: map[string]durable.KVEntry{}}
+	for _, m := range keep {
+		item.Messages = append(item.Messages, m.item)
+		if a := m.doc.AttemptCount + 1; a > item.AttemptCount {
+			item.AttemptCount = a
+		}
+	}
+	if committed {
+		item.OrchestrationName, item.Version, item.ExecutionID = d.OrchestrationName, d.OrchestrationVersion, d.CurrentExecutionID
+	} else {
+		item.ExecutionID = 1
+		for _, m := range keep {
+			if s, ok := m.item.(durable.StartOrchestration); ok {
+				item.OrchestrationName, item.Version = s.Orchestration, s.Version
+				if s.ExecutionID > 1 {
+					item.ExecutionID = s.ExecutionID
+				}
+				break
+			}
+		}
+	}
+	if committed {
+		evs, herr := decodeHistory(view.history)
+		if herr != nil {
+			item.HistoryError = herr.Error()
+		} else {
+			item.History = evs
+		}
+	}
+	item.KVSnapshot = loadKVState(view.kv).snapshot()
+	return item, nil
+}
+
+// lostRace reports a conditional write that lost to a concurrent writer.
+func lostRace(err error) bool {
+	s := statusOf(err)
+	return s == http.StatusPreconditionFailed || s == http.StatusConflict || s == http.StatusNotFound
+}
+
+// readTurnInputs reads the instance's candidate messages together with the
+// execution's committed history and the KV store.
+func (p *Provider) readTurnInputs(ctx context.Context, instance string, exec uint64, now int64) ([]lockedMessage, partitionView, error) {
+	var msgs []lockedMessage
+	var v partitionView
+	sql := "SELECT * FROM c WHERE (c.type = 'orch_queue' AND c.visibleAt <= @now AND c.lockedUntil <= @now) OR c.type = 'kv'"
+	params := []azcosmos.QueryParameter{param("@now", now)}
+	if exec > 0 {
+		sql += " OR (c.executionId = @e AND (c.type = 'history' OR c.type = 'execution'))"
+		params = append(params, param("@e", exec))
+	}
+	err := p.s.query(ctx, strp(instance), sql, params, func(raw json.RawMessage) error {
+		var head struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(raw, &head); err != nil {
+			return err
+		}
+		switch head.Type {
+		case typeOrchQueue:
+			var q queueDoc
+			if err := json.Unmarshal(raw, &q); err != nil {
+				return err
+			}
+			msgs = append(msgs, lockedMessage{doc: q})
+		case typeHistory:
+			var h historyDoc
+			if err := json.Unmarshal(raw, &h); err != nil {
+				return err
+			}
+			v.history = append(v.history, h)
+		case typeExecution:
+			var e executionDoc
+			if err := json.Unmarshal(raw, &e); err != nil {
+				return err
+			}
+			v.exec = &e
+		case typeKV:
+			var k kvDoc
+			if err := json.Unmarshal(raw, &k); err != nil {
+				return err
+			}
+			v.kv = append(v.kv, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, v, err
+	}
+	mark := uint64(0)
+	if v.exec != nil {
+		mark = v.exec.Mark
+	}
+	kept := v.history[:0]
+	for _, h := range v.history {
+		if h.EventID <= mark {
+			kept = append(kept, h)
+		}
+	}
+	v.history = kept
+	sort.Slice(v.history, func(i, j int) bool { return v.history[i].EventID < v.history[j].EventID })
+	return msgs, v, nil
+}
+
+// heldLock reads the instance of an orchestration lock token and checks the
+// lock: it must be the instance's current lock and, when live, unexpired.
+func (p *Provider) heldLock(ctx context.Context, op, token string, live bool) (*instanceDoc, parsedToken, error) {
+	t, ok := parseToken(token)
+	if !ok || t.kind != tokenOrch {
+		return nil, t, durable.Permanent(op, nil, "unknown lock token")
+	}
+	d, err := p.readInstance(ctx, t.instance)
+	if err != nil {
+		return nil, t, mapErr(op, err)
+	}
+	if d == nil || d.LockToken != token || d.Deleting != "" {
+		return nil, t, durable.Permanent(op, nil, "lock token is not held on instance %q", t.instance)
+	}
+	if live && d.LockedUntil <= nowMS() {
+		return nil, t, durable.Permanent(op, nil, "lock on instance %q has expired", t.instance)
+	}
+	return d, t, nil
+}
+
+// AbandonOrchestrationItem implements durable.Provider.
+func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
+	const op = "abandon_orchestration_item"
+	d, t, err := p.heldLock(ctx, op, lockToken, false)
+	if err != nil {
+		return err
+	}
+	now := nowMS()
+	if delay < 0 {
+		delay = 0
+	}
+	nd := *d
+	nd.ETag, nd.LockToken, nd.LockedUntil, nd.LockedMsgs, nd.UpdatedAt = "", "", 0, nil, now
+	ops := []batchOp{opReplace(idInstance, nd, d.ETag)}
+	if d.Pending {
+		ops[0] = batchOp{kind: "delete", id: idInstance, ifMatch: d.ETag}
+	}
+	for _, id := range d.LockedMsgs {
+		var pt azcosmos.PatchOperations
+		pt.AppendSet("/lockToken", "")
+		pt.AppendSet("/lockedUntil", 0)
+		pt.AppendSet("/visibleAt", now+durMS(delay))
+		if ignoreAttempt {
+			pt.AppendIncrement("/attemptCount", -1)
+		}
+		ops = append(ops, opPatch(id, pt, ""))
+	}
+	if _, err := p.s.execBatch(ctx, t.instance, ops, false); err != nil {
+		if lostRace(err) {
+			return durable.Permanent(op, err, "lock on instance %q was lost", t.instance)
+		}
+		return mapErr(op, err)
+	}
+	return nil
+}
+
+// RenewOrchestrationItemLock implements durable.Provider: the instance
+// lock and the turn's message locks are extended in one batch.
+func (p *Provider) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
+	const op = "renew_orchestration_item_lock"
+	d, t, err := p.heldLock(ctx, op, lockToken, true)
+	if err != nil {
+		return err
+	}
+	until := nowMS() + durMS(extendFor)
+	nd := *d
+	nd.ETag, nd.LockedUntil = "", until
+	ops := []batchOp{opReplace(idInstance, nd, d.ETag)}
+	for _, id := range d.LockedMsgs {
+		var pt azcosmos.PatchOperations
+		pt.AppendSet("/lockedUntil", until)
+		ops = append(ops, opPatch(id, pt, ""))
+	}
+	if len(ops) > maxBatchOps {
+		ops = ops[:maxBatchOps]
+	}
+	if _, err := p.s.execBatch(ctx, t.instance, ops, false); err != nil {
+		if lostRace(err) {
+			return durable.Permanent(op, err, "lock on instance %q was lost", t.instance)
+		}
+		return mapErr(op, err)
+	}
+	return nil
+}

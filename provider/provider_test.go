@@ -1,0 +1,126 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"github.com/stretchr/testify/require"
+
+	"github.com/durafeed/durafeed/conformance"
+	"github.com/durafeed/durafeed/cosmosemu"
+	"github.com/durafeed/durafeed/durable"
+)
+
+const testDatabase = "conformance"
+
+// emu is the emulator shared by the package's tests, with 4 physical
+// partitions per container.
+var (
+	emu        *cosmosemu.Server
+	middleware = &faultInjector{}
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// The suite's scenarios mostly wait on round trips and lock expiry, not
+	// CPU: run more of them at once than the default GOMAXPROCS.
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", "16")
+	}
+	srv, err := cosmosemu.Start(context.Background(), cosmosemu.Options{PartitionCount: 4,
+		Middleware: []cosmosemu.Middleware{middleware.middleware}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cosmosemu:", err)
+		os.Exit(1)
+	}
+	emu = srv
+	code := m.Run()
+	_ = srv.Close()
+	os.Exit(code)
+}
+
+// testConfig is a provider configuration on the emulator.
+func testConfig(container string) Config {
+	return Config{Endpoint: emu.Endpoint(), Key: emu.Key(), Database: testDatabase, Container: container,
+		ClientOptions: emu.ClientOptions(), ReconcileInterval: 250 * time.Millisecond, ReconcileAge: 250 * time.Millisecond}
+}
+
+func openProvider(t testing.TB, cfg Config) *Provider {
+	t.Helper()
+	p, err := New(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// rawContainer is a direct SDK client on a test container.
+func rawContainer(t testing.TB, container string) *azcosmos.ContainerClient {
+	t.Helper()
+	c, err := emu.NewClient()
+	require.NoError(t, err)
+	cc, err := c.NewContainer(testDatabase, container)
+	require.NoError(t, err)
+	return cc
+}
+
+// cosmosFactory opens providers for the conformance suite: one container
+// per store in one shared database.
+type cosmosFactory struct{}
+
+func (f *cosmosFactory) Open(t testing.TB, store string) durable.Provider {
+	return openProvider(t, testConfig(store))
+}
+
+func (f *cosmosFactory) Options() conformance.Options {
+	return conformance.Options{LockTimeout: 1500 * time.Millisecond, ShortPollThreshold: time.Second}
+}
+
+func (f *cosmosFactory) CorruptInstanceHistory(t testing.TB, store, instance string) {
+	cc := rawContainer(t, store)
+	ctx := context.Background()
+	pager := cc.NewQueryItemsPager("SELECT * FROM c WHERE c.type = 'history'", azcosmos.NewPartitionKeyString(instance), nil)
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		require.NoError(t, err)
+		for _, raw := range page.Items {
+			var doc map[string]any
+			require.NoError(t, json.Unmarshal(raw, &doc))
+			doc["eventData"] = `{"type":"NoSuchEvent","corrupt":`
+			b, _ := json.Marshal(doc)
+			_, err := cc.ReplaceItem(ctx, azcosmos.NewPartitionKeyString(instance), doc["id"].(string), b, nil)
+			require.NoError(t, err)
+		}
+	}
+}
+
+func (f *cosmosFactory) MaxAttemptCount(t testing.TB, store, instance string) uint32 {
+	cc := rawContainer(t, store)
+	pager := cc.NewQueryItemsPager("SELECT c.attemptCount FROM c WHERE c.type = 'orch_queue'", azcosmos.NewPartitionKeyString(instance), nil)
+	var max uint32
+	for pager.More() {
+		page, err := pager.NextPage(context.Background())
+		require.NoError(t, err)
+		for _, raw := range page.Items {
+			var r struct {
+				AttemptCount uint32 `json:"attemptCount"`
+			}
+			require.NoError(t, json.Unmarshal(raw, &r))
+			if r.AttemptCount > max {
+				max = r.AttemptCount
+			}
+		}
+	}
+	return max
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, &cosmosFactory{})
+}

@@ -1,0 +1,353 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"github.com/google/uuid"
+
+	"github.com/durafeed/durafeed/durable"
+)
+
+// tagClause renders a tag filter as a query condition ("" for any tag).
+func tagClause(f durable.TagFilter) (string, []azcosmos.QueryParameter) {
+	var tags []string
+	switch f.Mode() {
+	case durable.TagsAny:
+		return "", nil
+	case durable.TagsDefaultOnly:
+		return " AND c.tag = ''", nil
+	case durable.TagsOnly:
+		tags = f.Tags()
+	case durable.TagsDefaultAnd:
+		tags = append([]string{""}, f.Tags()...)
+	}
+	names := make([]string, len(tags))
+	params := make([]azcosmos.QueryParameter, len(tags))
+	for i, t := range tags {
+		names[i] = "@tag" + itoa(i)
+		params[i] = param(names[i], t)
+	}
+	return " AND c.tag IN (" + strings.Join(names, ", ") + ")", params
+}
+
+// FetchWorkItem implements durable.Provider (polling mode, as
+// FetchOrchestrationItem).
+func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, _ time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter) (*durable.LockedWorkItem, error) {
+	const op = "fetch_work_item"
+	if tags.Mode() == durable.TagsNone {
+		return nil, nil
+	}
+	sh, release, err := p.work.acquire(ctx)
+	if err != nil {
+		return nil, durable.Retryable(op, err, "cancelled")
+	}
+	defer release()
+	now := nowMS()
+	sql := "SELECT c.id, c.instanceId, c.enqueuedAt, c.sessionId, c._etag FROM c WHERE c.type = 'worker_queue' AND c.visibleAt <= @now AND c.lockedUntil <= @now"
+	params := []azcosmos.QueryParameter{param("@now", now)}
+	clause, sp := slotClause(sh)
+	sql += clause
+	params = append(params, sp...)
+	tc, tp := tagClause(tags)
+	sql += tc
+	params = append(params, tp...)
+	if session == nil {
+		sql += " AND c.sessionId = ''"
+	}
+	cands, err := queryAll[queueDoc](ctx, p.s, nil, sql, params...)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].EnqueuedAt < cands[j].EnqueuedAt })
+	refused := map[string]bool{} // sessions owned by someone else
+	tries := 0
+	for _, c := range cands {
+		if tries >= maxLockAttempts {
+			break
+		}
+		if c.SessionID != "" {
+			if refused[c.SessionID] {
+				continue
+			}
+			ok, err := p.claimSession(ctx, c.SessionID, session)
+			if err != nil {
+				return nil, mapErr(op, err)
+			}
+			if !ok {
+				refused[c.SessionID] = true
+				continue
+			}
+		}
+		tries++
+		nonce := uuid.NewString()
+		token := makeToken(tokenWork, nonce, c.InstanceID, c.ID)
+		var pt azcosmos.PatchOperations
+		pt.AppendSet("/lockToken", token)
+		pt.AppendSet("/lockedUntil", nowMS()+durMS(lockTimeout))
+		pt.AppendIncrement("/attemptCount", 1)
+		var locked queueDoc
+		if _, err := p.s.patch(ctx, c.InstanceID, c.ID, pt, c.ETag, &locked); err != nil {
+			if lostRace(err) {
+				continue
+			}
+			return nil, mapErr(op, err)
+		}
+		item, err := durable.UnmarshalWorkItem([]byte(locked.WorkItem))
+		if err != nil {
+			return nil, durable.Permanent(op, err, "stored work item of %q cannot be decoded", c.InstanceID)
+		}
+		return &durable.LockedWorkItem{Item: item, LockToken: token, AttemptCount: locked.AttemptCount}, nil
+	}
+	return nil, nil
+}
+
+// claimSession makes cfg's owner the owner of the session, unless another
+// owner holds it unexpired. It reports whether the caller owns it now.
+func (p *Provider) claimSession(ctx context.Context, sid string, cfg *durable.SessionFetchConfig) (bool, error) {
+	part := sessionPartition(sid)
+	var s sessionDoc
+	found, err := p.s.read(ctx, part, sessionDocID(sid), &s)
+	if err != nil {
+		return false, err
+	}
+	now := nowMS()
+	if found && s.OwnerID != cfg.OwnerID && s.LockedUntil > now {
+		return false, nil
+	}
+	nd := sessionDoc{ID: sessionDocID(sid), InstanceID: part, Type: typeSession, SessionID: sid, OwnerID: cfg.OwnerID,
+		LockedUntil: now + durMS(cfg.LockTimeout), LastActivity: now, CreatedAt: now}
+	if found {
+		nd.CreatedAt = s.CreatedAt
+		if s.OwnerID == cfg.OwnerID && s.LockedUntil > nd.LockedUntil {
+			nd.LockedUntil = s.LockedUntil
+		}
+		_, err = p.s.replace(ctx, part, nd.ID, nd, s.ETag)
+	} else {
+		err = p.s.create(ctx, part, nd, false)
+	}
+	if err != nil {
+		if lostRace(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// touchSession records session activity, only while the session is owned.
+func (p *Provider) touchSession(ctx context.Context, sid string) {
+	now := nowMS()
+	var pt azcosmos.PatchOperations
+	pt.AppendSet("/lastActivity", now)
+	pt.SetCondition("FROM c WHERE c.lockedUntil > " + itoa64(now))
+	_, _ = p.s.patch(ctx, sessionPartition(sid), sessionDocID(sid), pt, "", nil)
+}
+
+func itoa64(v int64) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// lockedWork reads a work item by its token and checks the lock.
+func (p *Provider) lockedWork(ctx context.Context, op, token string) (*queueDoc, parsedToken, error) {
+	t, ok := parseToken(token)
+	if !ok || t.kind != tokenWork {
+		return nil, t, durable.Permanent(op, nil, "unknown lock token")
+	}
+	var q queueDoc
+	found, err := p.s.read(ctx, t.instance, t.docID, &q)
+	if err != nil {
+		return nil, t, mapErr(op, err)
+	}
+	if !found {
+		return nil, t, durable.Permanent(op, nil, "work item of %q is gone (cancelled or completed)", t.instance)
+	}
+	if q.LockToken != token {
+		return nil, t, durable.Permanent(op, nil, "work item lock of %q was taken over", t.instance)
+	}
+	if q.LockedUntil <= nowMS() {
+		return nil, t, durable.Permanent(op, nil, "work item lock of %q has expired", t.instance)
+	}
+	return &q, t, nil
+}
+
+// AckWorkItem implements durable.Provider: the item's deletion (If-Match
+// its ETag) and the completion's creation are one batch.
+func (p *Provider) AckWorkItem(ctx context.Context, lockToken string, completion durable.WorkItem) error {
+	const op = "ack_work_item"
+	q, t, err := p.lockedWork(ctx, op, lockToken)
+	if err != nil {
+		return err
+	}
+	ops := []batchOp{{kind: "delete", id: q.ID, ifMatch: q.ETag}}
+	var intent *intentDoc
+	if completion != nil {
+		if err := validateItem(op, completion, durable.OrchestratorQueue); err != nil {
+			return err
+		}
+		if completion.TargetInstance() == t.instance {
+			d, err := newQueueDoc("c:"+t.nonce, completion, nowMS())
+			if err != nil {
+				return durable.Permanent(op, err, "encode completion")
+			}
+			ops = append(ops, opCreate(d))
+		} else {
+			key := "work|" + t.instance + "|" + t.nonce
+			d, err := newQueueDoc(outboxTargetID(key), completion, nowMS())
+			if err != nil {
+				return durable.Permanent(op, err, "encode completion")
+			}
+			payload, _ := json.Marshal(d)
+			intent = &intentDoc{ID: outboxIntentID(key), InstanceID: t.instance, Type: typeIntent,
+				TargetInstance: completion.TargetInstance(), Payload: string(payload), IdempotencyKey: key, CreatedAt: nowMS()}
+			ops = append(ops, opCreate(*intent))
+		}
+	}
+	if _, err := p.s.execBatch(ctx, t.instance, ops, false); err != nil {
+		if statusOf(err) == http.StatusPreconditionFailed || statusOf(err) == http.StatusNotFound {
+			return durable.Permanent(op, err, "work item lock of %q was lost", t.instance)
+		}
+		return mapErr(op, err)
+	}
+	if intent != nil {
+		p.outbox.deliverAll(ctx, []intentDoc{*intent})
+	}
+	if q.SessionID != "" {
+		p.touchSession(ctx, q.SessionID)
+	}
+	return nil
+}
+
+// AbandonWorkItem implements durable.Provider; an unknown token succeeds.
+func (p *Provider) AbandonWorkItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
+	const op = "abandon_work_item"
+	t, ok := parseToken(lockToken)
+	if !ok || t.kind != tokenWork {
+		return nil
+	}
+	var q queueDoc
+	found, err := p.s.read(ctx, t.instance, t.docID, &q)
+	if err != nil {
+		return mapErr(op, err)
+	}
+	if !found || q.LockToken != lockToken {
+		return nil
+	}
+	if delay < 0 {
+		delay = 0
+	}
+	var pt azcosmos.PatchOperations
+	pt.AppendSet("/lockToken", "")
+	pt.AppendSet("/lockedUntil", 0)
+	pt.AppendSet("/visibleAt", nowMS()+durMS(delay))
+	if ignoreAttempt && q.AttemptCount > 0 {
+		pt.AppendIncrement("/attemptCount", -1)
+	}
+	if _, err := p.s.patch(ctx, t.instance, q.ID, pt, q.ETag, nil); err != nil && !lostRace(err) {
+		return mapErr(op, err)
+	}
+	return nil
+}
+
+// RenewWorkItemLock implements durable.Provider.
+func (p *Provider) RenewWorkItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
+	const op = "renew_work_item_lock"
+	q, t, err := p.lockedWork(ctx, op, lockToken)
+	if err != nil {
+		return err
+	}
+	var pt azcosmos.PatchOperations
+	pt.AppendSet("/lockedUntil", nowMS()+durMS(extendFor))
+	if _, err := p.s.patch(ctx, t.instance, q.ID, pt, q.ETag, nil); err != nil {
+		if lostRace(err) {
+			return durable.Permanent(op, err, "work item lock of %q was lost", t.instance)
+		}
+		return mapErr(op, err)
+	}
+	if q.SessionID != "" {
+		p.touchSession(ctx, q.SessionID)
+	}
+	return nil
+}
+
+// RenewSessionLock implements durable.Provider: one cross-partition query
+// for all owners, then one conditional replace per live, active session.
+func (p *Provider) RenewSessionLock(ctx context.Context, ownerIDs []string, extendFor, idleTimeout time.Duration) (int, error) {
+	const op = "renew_session_lock"
+	if len(ownerIDs) == 0 {
+		return 0, nil
+	}
+	now := nowMS()
+	names := make([]string, len(ownerIDs))
+	params := []azcosmos.QueryParameter{param("@now", now), param("@idle", now-durMS(idleTimeout))}
+	for i, o := range ownerIDs {
+		names[i] = "@o" + itoa(i)
+		params = append(params, param(names[i], o))
+	}
+	sessions, err := queryAll[sessionDoc](ctx, p.s, nil,
+		"SELECT * FROM c WHERE c.type = 'session' AND c.lockedUntil > @now AND c.lastActivity > @idle AND c.ownerId IN ("+strings.Join(names, ", ")+")",
+		params...)
+	if err != nil {
+		return 0, mapErr(op, err)
+	}
+	n := 0
+	for _, s := range sessions {
+		etag := s.ETag
+		s.ETag = ""
+		s.LockedUntil = nowMS() + durMS(extendFor)
+		if _, err := p.s.replace(ctx, s.InstanceID, s.ID, s, etag); err != nil {
+			if lostRace(err) {
+				continue
+			}
+			return n, mapErr(op, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// CleanupOrphanedSessions implements durable.Provider.
+func (p *Provider) CleanupOrphanedSessions(ctx context.Context, _ time.Duration) (int, error) {
+	const op = "cleanup_orphaned_sessions"
+	now := nowMS()
+	expired, err := queryAll[sessionDoc](ctx, p.s, nil,
+		"SELECT c.id, c.instanceId, c.sessionId, c._etag FROM c WHERE c.type = 'session' AND c.lockedUntil <= @now", param("@now", now))
+	if err != nil || len(expired) == 0 {
+		return 0, mapErr(op, err)
+	}
+	type row struct {
+		SessionID string `json:"sessionId"`
+	}
+	used, err := queryAll[row](ctx, p.s, nil, "SELECT c.sessionId FROM c WHERE c.type = 'worker_queue' AND c.sessionId != ''")
+	if err != nil {
+		return 0, mapErr(op, err)
+	}
+	inUse := map[string]bool{}
+	for _, u := range used {
+		inUse[u.SessionID] = true
+	}
+	n := 0
+	for _, s := range expired {
+		if inUse[s.SessionID] {
+			continue
+		}
+		err := p.s.retry.do(ctx, true, func() error {
+			_, err := p.s.c.DeleteItem(ctx, pk(s.InstanceID), s.ID, &azcosmos.ItemOptions{IfMatchEtag: etagPtr(s.ETag)})
+			return err
+		})
+		if err != nil {
+			if lostRace(err) {
+				continue
+			}
+			return n, mapErr(op, err)
+		}
+		n++
+	}
+	return n, nil
+}
