@@ -56,7 +56,6 @@ func (s *Server) handleBatch(req *Request) (*Response, *apiError) {
 		}
 	}
 	withContent := wantsContent(req)
-	p := t.single()
 	key := pkKey(t.pk)
 	c := t.coll
 
@@ -71,7 +70,10 @@ func (s *Server) handleBatch(req *Request) (*Response, *apiError) {
 	failed := -1
 	var failure *apiError
 
-	p.mu.Lock()
+	p, lerr := t.lockPoint(true)
+	if lerr != nil {
+		return nil, lerr
+	}
 	current := func(id string) *document {
 		if st, ok := overlay[id]; ok {
 			return st.doc

@@ -22,7 +22,10 @@ import (
 // order. Intermediate versions collapse into the latest; deletes are absent.
 // A page never splits the documents of one LSN (one transactional batch), so
 // a continuation can never skip part of a transaction. When nothing is new
-// the answer is 304 with the ETag to continue from.
+// the answer is 304 with the ETag to continue from. After a split the
+// children keep their documents' LSNs and continue from the parent's, so
+// the parent's ETag is a valid continuation on each child (split.go); a
+// request naming the parent answers 410/1002.
 
 func parseLSNETag(v string) (int64, bool) {
 	v = strings.TrimSpace(v)
@@ -46,16 +49,6 @@ func parseHTTPTime(v string) (time.Time, bool) {
 func (s *Server) handleChangeFeed(req *Request) (*Response, *apiError) {
 	t := req.tgt
 	h := req.HTTP.Header
-	var p *partition
-	switch {
-	case len(t.parts) == 1:
-		p = t.parts[0]
-	case len(t.parts) == 0 && t.byID:
-		// The requested key lives in another range: nothing is ever here.
-		p = t.coll.partitionByID(h.Get("x-ms-documentdb-partitionkeyrangeid"))
-	default:
-		return nil, errBadRequest("A change feed request on a partitioned container must target a single partition key range (x-ms-documentdb-partitionkeyrangeid) or a partition key.")
-	}
 	size, err := pageSize(h, defaultChangeFeedPageSize)
 	if err != nil {
 		return nil, err
@@ -110,7 +103,10 @@ func (s *Server) handleChangeFeed(req *Request) (*Response, *apiError) {
 	var out bytes.Buffer
 	count := 0
 	var etag int64
-	p.mu.RLock()
+	p, err := lockFeedPartition(t, h)
+	if err != nil {
+		return nil, err
+	}
 	if fromNow {
 		after = p.lsn
 	}
@@ -169,6 +165,42 @@ func (s *Server) handleChangeFeed(req *Request) (*Response, *apiError) {
 	return &Response{Status: http.StatusOK, Header: hdr, Body: body.Bytes(), RequestCharge: 1 + float64(count)*0.5}, nil
 }
 
+// lockFeedPartition read-locks the one physical partition a change feed
+// request reads and returns it. A partition split since routing answers
+// 410/1002 when the request named the range (the SDK then refreshes its
+// routing map and resumes on the children with the same continuation) and
+// is followed to the child owning the key otherwise.
+func lockFeedPartition(t *target, h http.Header) (*partition, *apiError) {
+	for {
+		var p *partition
+		switch {
+		case len(t.parts) == 1:
+			p = t.parts[0]
+		case len(t.parts) == 0 && t.byID:
+			// The requested key lives in another range: nothing is ever here.
+			id := h.Get("x-ms-documentdb-partitionkeyrangeid")
+			if p = t.coll.partitionByID(id); p == nil {
+				return nil, errRangeGone(id, t.coll)
+			}
+		default:
+			return nil, errBadRequest("A change feed request on a partitioned container must target a single partition key range (x-ms-documentdb-partitionkeyrangeid) or a partition key.")
+		}
+		p.mu.RLock()
+		if !p.gone {
+			return p, nil
+		}
+		p.mu.RUnlock()
+		switch {
+		case t.byID:
+			return nil, errRangeGone(p.id, t.coll)
+		case t.hasPK:
+			t.rerouteByKey()
+		default:
+			t.parts = t.coll.partitions()
+		}
+	}
+}
+
 func (s *Server) handlePKRanges(req *Request) (*Response, *apiError) {
 	c, err := s.store.container(req.Database, req.Container)
 	if err != nil {
@@ -189,14 +221,18 @@ func (s *Server) handlePKRanges(req *Request) (*Response, *apiError) {
 	ts := c.ts
 	c.mu.RUnlock()
 	var items []any
-	for i, p := range parts {
+	for _, p := range parts {
 		if p.lsn0 <= after {
 			continue
 		}
+		parents := make([]any, len(p.parents))
+		for i, id := range p.parents {
+			parents[i] = id
+		}
 		items = append(items, map[string]any{
 			"_rid": p.rid, "id": p.id, "_etag": "\"" + p.rid + "\"", "minInclusive": p.rng.Min, "maxExclusive": p.rng.Max,
-			"ridPrefix": float64(i), "_self": "dbs/" + dbRID + "/colls/" + c.rid + "/pkranges/" + p.rid + "/",
-			"throughputFraction": 1 / float64(len(parts)), "status": "online", "parents": []any{},
+			"ridPrefix": float64(p.num), "_self": "dbs/" + dbRID + "/colls/" + c.rid + "/pkranges/" + p.rid + "/",
+			"throughputFraction": 1 / float64(len(parts)), "status": "online", "parents": parents,
 			"ownedArchivalPKRangeIds": []any{}, "_ts": float64(ts), "lsn": float64(p.lsn0),
 		})
 	}

@@ -26,6 +26,18 @@
 //     offers feed as the SDK does), partition key ranges (incremental
 //     If-None-Match/A-IM feed; PartitionCount ranges per container, default
 //     4, split evenly over the EPK space).
+//   - Partition splits, on demand (Server.SplitPartition or the admin
+//     surface): a range becomes two children cut at its EPK midpoint, with
+//     new ids and "parents", and leaves the pkranges feed under a new
+//     version so the SDK's incremental routing-map refresh sees it.
+//     Documents and their change-feed history move to the child owning
+//     their key, keeping their LSNs; children continue from the parent's
+//     LSN, so a change-feed continuation taken on the parent resumes on each
+//     child without gap or duplicate. Requests naming the parent range
+//     (x-ms-documentdb-partitionkeyrangeid: change feed, ReadMany, range
+//     queries) answer 410/1002 PartitionKeyRangeGone, making the SDK
+//     refresh and retry; requests routed by partition key, and
+//     cross-partition query continuations, follow the split.
 //   - Items: create, read (If-None-Match → 304), replace, upsert, delete,
 //     patch (add, set, replace, remove, incr, move; conditional patch → 412)
 //     with If-Match (412), 409 on duplicates, 404, partition key header
@@ -38,8 +50,11 @@
 //     prefixes, or a partition key pinned by the WHERE clause), one range
 //     (x-ms-documentdb-partitionkeyrangeid, used by ReadMany), cross-partition
 //     fan-out for queries the gateway can serve (others answer 400/1004),
-//     paging with opaque continuations that are stable under concurrent
-//     writes, query and index metrics headers.
+//     range by range in EPK order and in creation (_rid) order within a
+//     range, as the gateway returns them; paging with opaque continuations
+//     (the EPK spans left and the position in the current one) that are
+//     stable under concurrent writes and across splits; query and index
+//     metrics headers.
 //   - Change feed, latest-version mode: per range, per partition key or per
 //     EPK sub-range; continuation by LSN ETag / If-None-Match, from the
 //     beginning, from now ("*") or from a time (If-Modified-Since); ordered
@@ -52,21 +67,30 @@
 //
 // Stored procedures, triggers, UDFs, users and permissions (resource
 // tokens), conflicts, TTL expiry, unique keys, analytical store, vector and
-// full-text search, all-versions-and-deletes change feed, partition splits
-// (the structure is ready: ranges carry ids, LSNs and a parents list),
+// full-text search, all-versions-and-deletes change feed, automatic splits
+// (by storage or throughput) and merges, the transient 410/1007
+// (CompletingSplit) window of a split in progress (a split here is atomic),
 // request-unit throttling (429), multi-region behaviour and consistency
 // levels weaker than what a single replica gives. Request charges are
 // plausible constants, not the service's RU model. Property order of stored
 // documents is not preserved (keys are serialized sorted) and numbers are
-// IEEE-754 doubles. Cross-partition results without ORDER BY come in
-// creation order across the whole container (as a single-partition account
-// returns them); a multi-partition account returns them range by range.
+// IEEE-754 doubles. Containers get PartitionCount ranges whatever their
+// throughput (the service and Microsoft's emulator give small containers
+// one), so cross-partition results without ORDER BY are ordered range by
+// range where a single-partition container would return creation order.
 //
-// # Extension seam
+// # Extension seams
 //
 // Every request, once authenticated and routed, passes through
 // Options.Middleware with its OperationType, ResourceType, resource link and
 // the physical partition key range ids it touches (Request); middleware may
 // delay it, answer it (ErrorResponse for injected faults), adjust the
 // Response (RequestCharge) or count it.
+//
+// Test tooling reaches emulator-level operations through the admin surface
+// under AdminPathPrefix ("/_emulator/"), served without Cosmos DB auth: the
+// emulator's own POST /_emulator/split {"database","container","range"} and
+// GET /_emulator/ranges?database=&container=, and whatever handler
+// Options.Admin provides for every other path (mounted with the prefix
+// stripped, e.g. a knobs admin handler).
 package cosmosemu

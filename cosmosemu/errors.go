@@ -30,7 +30,6 @@ const (
 	msgCrossPartitionQuery = "The provided cross partition query can not be directly served by the gateway. This is a first chance (internal) exception that all newer clients will know how to handle gracefully. This exception is traced, but unless you see it bubble up as an exception (which only happens on older SDK clients), then you can safely ignore this message."
 	msgCrossPartitionOff   = "Cross partition query is required but disabled. Please set x-ms-documentdb-query-enablecrosspartition to true, specify x-ms-documentdb-partitionkey, or revise your query to avoid this exception."
 	msgAuthMissing         = "Required Header authorization is missing. Ensure a valid Authorization token is passed."
-	msgRangeGone           = "The requested partition key range is gone. Refresh the routing map and retry."
 )
 
 // apiError is an error that maps to one service answer.

@@ -34,7 +34,13 @@ func startServer(tb testing.TB, opts cosmosemu.Options) *cosmosemu.Server {
 // partitioned on pkPaths (MultiHash when more than one).
 func newContainer(tb testing.TB, pkPaths ...string) (*cosmosemu.Server, *azcosmos.Client, *azcosmos.ContainerClient) {
 	tb.Helper()
-	srv := startServer(tb, cosmosemu.Options{})
+	return newContainerWith(tb, cosmosemu.Options{}, pkPaths...)
+}
+
+// newContainerWith is newContainer with explicit server options.
+func newContainerWith(tb testing.TB, opts cosmosemu.Options, pkPaths ...string) (*cosmosemu.Server, *azcosmos.Client, *azcosmos.ContainerClient) {
+	tb.Helper()
+	srv := startServer(tb, opts)
 	client, err := srv.NewClient()
 	require.NoError(tb, err)
 	ctx := context.Background()

@@ -156,12 +156,14 @@ func (s *Server) handleWriteNew(req *Request) (*Response, *apiError) {
 		return nil, errTooLarge()
 	}
 	ifMatch := req.HTTP.Header.Get("If-Match")
-	p := t.single()
 	key := pkKey(t.pk)
 	etag := s.store.newETag()
 	c := t.coll
 
-	p.mu.Lock()
+	p, lerr := t.lockPoint(true)
+	if lerr != nil {
+		return nil, lerr
+	}
 	existing := p.lookup(key, id)
 	if existing != nil && req.Operation == OpCreate {
 		p.mu.Unlock()
@@ -197,8 +199,10 @@ func (s *Server) handleWriteNew(req *Request) (*Response, *apiError) {
 func (s *Server) handleReadItem(req *Request) (*Response, *apiError) {
 	t := req.tgt
 	id := req.path[5]
-	p := t.single()
-	p.mu.RLock()
+	p, lerr := t.lockPoint(false)
+	if lerr != nil {
+		return nil, lerr
+	}
 	d := p.lookup(pkKey(t.pk), id)
 	lsn := p.lsn
 	p.mu.RUnlock()
@@ -230,11 +234,13 @@ func (s *Server) handleReplaceItem(req *Request) (*Response, *apiError) {
 		return nil, errBadRequest("The input content is invalid: %s", jerr.Error())
 	}
 	ifMatch := req.HTTP.Header.Get("If-Match")
-	p := t.single()
 	key := pkKey(t.pk)
 	etag := s.store.newETag()
 
-	p.mu.Lock()
+	p, lerr := t.lockPoint(true)
+	if lerr != nil {
+		return nil, lerr
+	}
 	existing := p.lookup(key, id)
 	if existing == nil {
 		p.mu.Unlock()
@@ -258,8 +264,10 @@ func (s *Server) handleDeleteItem(req *Request) (*Response, *apiError) {
 	t := req.tgt
 	id := req.path[5]
 	ifMatch := req.HTTP.Header.Get("If-Match")
-	p := t.single()
-	p.mu.Lock()
+	p, lerr := t.lockPoint(true)
+	if lerr != nil {
+		return nil, lerr
+	}
 	existing := p.lookup(pkKey(t.pk), id)
 	if existing == nil {
 		p.mu.Unlock()
@@ -284,11 +292,13 @@ func (s *Server) handlePatchItem(req *Request) (*Response, *apiError) {
 		return nil, err
 	}
 	ifMatch := req.HTTP.Header.Get("If-Match")
-	p := t.single()
 	key := pkKey(t.pk)
 	etag := s.store.newETag()
 
-	p.mu.Lock()
+	p, lerr := t.lockPoint(true)
+	if lerr != nil {
+		return nil, lerr
+	}
 	existing := p.lookup(key, id)
 	if existing == nil {
 		p.mu.Unlock()

@@ -1,6 +1,8 @@
 package cosmosemu
 
 import (
+	"net/http"
+
 	"go.uber.org/zap"
 )
 
@@ -61,6 +63,22 @@ type Options struct {
 	// latency, fault injection, request charges and per-operation counters.
 	// Default none.
 	Middleware []Middleware
+
+	// Admin serves emulator-level operations for test tooling under the
+	// reserved path prefix AdminPathPrefix ("/_emulator/"), which never
+	// reaches the Cosmos DB surface. Requests there are served WITHOUT Cosmos
+	// DB authentication, so expose the endpoint only to trusted tooling. The
+	// prefix is stripped before Admin sees the request ("/_emulator/faults"
+	// arrives as "/faults"). The emulator's own operations take precedence:
+	//
+	//	POST /split   {"database":"db","container":"c","range":"0"} → 200
+	//	              {"parent":"0","children":["4","5"]} (Server.SplitPartition;
+	//	              404 unknown database, container or range)
+	//	GET  /ranges?database=db&container=c → 200 [PartitionKeyRange]
+	//
+	// Every other path is delegated to Admin, e.g. a knobs package admin
+	// handler. Default nil: other paths answer 404.
+	Admin http.Handler
 }
 
 func (o Options) withDefaults() Options {

@@ -49,8 +49,10 @@ type Request struct {
 	// Database and Container are the ids in the path, when present.
 	Database, Container string
 	// PartitionKeyRangeIDs are the physical partition key ranges the request
-	// touches (document operations only; empty when not applicable or when
-	// the container does not exist).
+	// touches as routed (document operations only; empty when not applicable
+	// or when the container does not exist). A split racing the request may
+	// move it to a child range, or fail it with 410/1002 if it named the
+	// range.
 	PartitionKeyRangeIDs []string
 	// ActivityID is the x-ms-activity-id answered to the client.
 	ActivityID string

@@ -34,6 +34,7 @@ type Server struct {
 	certPool *x509.CertPool
 	store    *store
 	chain    Handler
+	admin    http.Handler
 	done     chan struct{}
 	serveErr error
 
@@ -83,6 +84,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		h = opts.Middleware[i](h)
 	}
 	s.chain = h
+	s.admin = s.newAdminHandler(opts.Admin)
 
 	s.http = &http.Server{
 		Handler:           http.HandlerFunc(s.serveHTTP),
@@ -186,10 +188,15 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
-// serveHTTP is the single entry point of every request: it parses, checks
-// auth, reads the body, routes, runs the middleware chain and writes the
-// answer. Panics become 500 answers.
+// serveHTTP is the single entry point of every request: admin paths go to
+// the admin handler; Cosmos DB requests are parsed, authenticated, routed,
+// passed through the middleware chain and answered. Panics in the latter
+// become 500 answers.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if isAdminPath(r.URL.Path) {
+		s.admin.ServeHTTP(w, r)
+		return
+	}
 	activity := r.Header.Get("x-ms-activity-id")
 	if _, err := uuid.Parse(activity); err != nil {
 		activity = uuid.NewString()

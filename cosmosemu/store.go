@@ -32,9 +32,11 @@ import (
 // feed (latest-version mode collapses intermediate versions and omits
 // deletes) and compacted away once they make up half the log.
 //
-// Split readiness: a partition carries its range and id; a future split
-// marks the parent gone (answering 410/1002) and appends children to the
-// container's range list and its pkranges feed (see container.rangesLSN).
+// Splits (split.go) replace one partition by two children covering its EPK
+// range. The parent is frozen (gone) under its lock: every handler that
+// locks a partition checks gone first, answering 410/1002 when the request
+// named the range and following the split to the child otherwise. Lock
+// order is container before partition, never the reverse.
 
 type store struct {
 	mu             sync.RWMutex
@@ -78,26 +80,30 @@ type container struct {
 	ridRaw  []byte
 	seq     uint64
 
-	mu        sync.RWMutex // guards props, pkDef, ts, etag, parts, rangesLSN
-	props     map[string]any
-	pkDef     pkDefinition
-	ts        int64
-	etag      string
-	parts     []*partition
-	rangesLSN int64
-	offerID   string
+	mu          sync.RWMutex // guards props, pkDef, ts, etag, parts, rangesLSN, nextRangeID
+	props       map[string]any
+	pkDef       pkDefinition
+	ts          int64
+	etag        string
+	parts       []*partition // current ranges in EPK order; replaced, never mutated in place
+	rangesLSN   int64        // version of the pkranges feed (its ETag)
+	nextRangeID int          // id of the next range a split creates
+	offerID     string
 
 	docSeq  atomic.Uint64
 	removed atomic.Bool
 }
 
 type partition struct {
-	id   string
-	rng  epk.Range
-	rid  string
-	lsn0 int64 // version of this range in the pkranges feed
+	id      string
+	num     int // numeric id, also the range's ridPrefix
+	rng     epk.Range
+	rid     string
+	lsn0    int64    // version of this range in the pkranges feed
+	parents []string // ids of the ranges this one was split from, oldest first
 
 	mu      sync.RWMutex
+	gone    bool // split: frozen, no longer serves requests
 	lsn     int64
 	lastTS  int64
 	logical map[string]*logicalPart
@@ -247,13 +253,9 @@ func (s *store) createContainer(db *database, id string, props map[string]any, d
 	ranges := epk.SplitEven(s.partitionCount)
 	c.rangesLSN = 1
 	for i, r := range ranges {
-		prid := make([]byte, 8)
-		copy(prid, raw)
-		c.parts = append(c.parts, &partition{
-			id: strconv.Itoa(i), rng: r, rid: encodeRID(append(prid, 0, 0, 0, 0, 0, 0, 0, byte(i+1))),
-			lsn0: 1, logical: map[string]*logicalPart{},
-		})
+		c.parts = append(c.parts, c.newPartition(i, r, 1, nil))
 	}
+	c.nextRangeID = len(ranges)
 	db.colls[id] = c
 	return c, nil
 }
@@ -333,6 +335,17 @@ func (c *container) partitionByID(id string) *partition {
 		}
 	}
 	return nil
+}
+
+// newPartition makes an empty partition with numeric id n.
+func (c *container) newPartition(n int, r epk.Range, version int64, parents []string) *partition {
+	raw := make([]byte, 16)
+	copy(raw, c.ridRaw)
+	binary.BigEndian.PutUint64(raw[8:], uint64(n)+1)
+	return &partition{
+		id: strconv.Itoa(n), num: n, rng: r, rid: encodeRID(raw), lsn0: version, parents: parents,
+		logical: map[string]*logicalPart{},
+	}
 }
 
 func (c *container) nextDocRID() (uint64, string) {

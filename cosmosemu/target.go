@@ -3,7 +3,6 @@ package cosmosemu
 import (
 	"bytes"
 	"encoding/json"
-	"net/http"
 )
 
 // target is the resolved destination of a document operation.
@@ -80,7 +79,7 @@ func (s *Server) resolve(req *Request) *target {
 	if rid := h.Get("x-ms-documentdb-partitionkeyrangeid"); rid != "" {
 		p := c.partitionByID(rid)
 		if p == nil {
-			t.err = newErrSub(http.StatusGone, subStatusPartitionKeyRangeGone, msgRangeGone)
+			t.err = errRangeGone(rid, c)
 			return t
 		}
 		if t.hasPK {
@@ -136,4 +135,44 @@ func (t *target) single() *partition {
 		return nil
 	}
 	return t.parts[0]
+}
+
+// lockPoint locks the partition of a point operation (for writing when
+// write is set) and returns it; the caller unlocks it. A partition split
+// since routing is followed to the child owning the key, unless the request
+// named the range, which then answers 410/1002 like the service.
+func (t *target) lockPoint(write bool) (*partition, *apiError) {
+	for {
+		p := t.single()
+		if p == nil {
+			return nil, errNotFound()
+		}
+		if write {
+			p.mu.Lock()
+		} else {
+			p.mu.RLock()
+		}
+		if !p.gone {
+			return p, nil
+		}
+		if write {
+			p.mu.Unlock()
+		} else {
+			p.mu.RUnlock()
+		}
+		if t.byID {
+			return nil, errRangeGone(p.id, t.coll)
+		}
+		t.rerouteByKey()
+	}
+}
+
+// rerouteByKey recomputes the partitions of a request routed by partition
+// key from the container's current ranges (after a split).
+func (t *target) rerouteByKey() {
+	if t.prefix {
+		t.parts = t.coll.partitionsOverlapping(t.epk, t.epk+"FF")
+	} else {
+		t.parts = []*partition{t.coll.partitionFor(t.epk)}
+	}
 }
