@@ -9,9 +9,10 @@ import (
 	"github.com/durafeed/durafeed/durable/history"
 )
 
-// BenchmarkOperationCost reports Cosmos DB requests and the emulator's
-// simulated request charge per provider operation, counted by emulator
-// middleware on the benchmark's container.
+// BenchmarkOperationCost reports Cosmos DB requests and simulated request
+// units per provider operation (cosmosemu/knobs' charge model, anchored on
+// Azure's published point-operation costs), counted by emulator middleware
+// on the benchmark's container.
 func BenchmarkOperationCost(b *testing.B) {
 	ctx := context.Background()
 	run := 0

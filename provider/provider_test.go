@@ -14,6 +14,7 @@ import (
 
 	"github.com/durafeed/durafeed/conformance"
 	"github.com/durafeed/durafeed/cosmosemu"
+	"github.com/durafeed/durafeed/cosmosemu/knobs"
 	"github.com/durafeed/durafeed/durable"
 )
 
@@ -35,8 +36,11 @@ func TestMain(m *testing.M) {
 	if !explicit {
 		_ = flag.Set("test.parallel", "16")
 	}
+	// The fault injector is outermost so that its counts see the simulated
+	// request charges the knobs' charge model sets.
+	charges := knobs.NewCharges(knobs.DefaultChargeModel())
 	srv, err := cosmosemu.Start(context.Background(), cosmosemu.Options{PartitionCount: 4,
-		Middleware: []cosmosemu.Middleware{middleware.middleware}})
+		Middleware: []cosmosemu.Middleware{middleware.middleware, charges.Middleware()}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cosmosemu:", err)
 		os.Exit(1)
