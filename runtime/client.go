@@ -1,0 +1,348 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/durable/history"
+)
+
+// ErrNoAdmin is returned by management calls when the provider has no
+// ProviderAdmin capability.
+var ErrNoAdmin = errors.New("provider has no management capability")
+
+// State is an orchestration instance's lifecycle state as a client sees it.
+type State string
+
+// Instance states.
+const (
+	StateNotFound  State = "NotFound"
+	StateRunning   State = "Running"
+	StateCompleted State = "Completed"
+	StateFailed    State = "Failed"
+)
+
+// IsTerminal reports whether the instance has finished.
+func (s State) IsTerminal() bool { return s == StateCompleted || s == StateFailed }
+
+// Status is an instance's status derived from its current execution.
+type Status struct {
+	Instance    string
+	State       State
+	Name        string
+	Version     string
+	ExecutionID uint64
+	// Output is the result when Completed.
+	Output string
+	// Failure describes the failure when Failed.
+	Failure *ErrorDetails
+}
+
+// DecodeOutput decodes a completed instance's JSON output into out.
+func (s Status) DecodeOutput(out any) error { return decodePayload(s.Output, out) }
+
+// ClientOptions configures a Client.
+type ClientOptions struct {
+	// PollInitial is the first delay between status polls (default 5 ms);
+	// it doubles up to PollMax (default 500 ms).
+	PollInitial time.Duration
+	PollMax     time.Duration
+}
+
+// Client starts and controls orchestration instances and reads their
+// status through a durable.Provider. It is safe for concurrent use.
+type Client struct {
+	p    durable.Provider
+	opts ClientOptions
+}
+
+// NewClient returns a client with default options.
+func NewClient(p durable.Provider) *Client { return NewClientWithOptions(p, ClientOptions{}) }
+
+// NewClientWithOptions returns a client.
+func NewClientWithOptions(p durable.Provider, o ClientOptions) *Client {
+	if o.PollInitial <= 0 {
+		o.PollInitial = 5 * time.Millisecond
+	}
+	if o.PollMax <= 0 {
+		o.PollMax = 500 * time.Millisecond
+	}
+	return &Client{p: p, opts: o}
+}
+
+// Provider returns the client's provider.
+func (c *Client) Provider() durable.Provider { return c.p }
+
+// StartOption configures StartOrchestration.
+type StartOption func(*durable.StartOrchestration)
+
+// WithStartVersion starts an exact version (default: the latest registered
+// on the runtime that runs the first turn).
+func WithStartVersion(v string) StartOption {
+	return func(s *durable.StartOrchestration) { s.Version = v }
+}
+
+// StartOrchestration starts instance running orchestration name with input
+// encoded as JSON. Starting an instance that already exists is a no-op: the
+// runtime ignores the second start.
+func (c *Client) StartOrchestration(ctx context.Context, instance, name string, input any, opts ...StartOption) error {
+	b, err := json.Marshal(input)
+	if err != nil {
+		return fmt.Errorf("encode input: %w", err)
+	}
+	return c.StartOrchestrationRaw(ctx, instance, name, string(b), opts...)
+}
+
+// StartOrchestrationRaw is StartOrchestration with a raw input.
+func (c *Client) StartOrchestrationRaw(ctx context.Context, instance, name, input string, opts ...StartOption) error {
+	if instance == "" || name == "" {
+		return errors.New("start orchestration: empty instance id or name")
+	}
+	s := durable.StartOrchestration{Instance: instance, Orchestration: name, Input: input, ExecutionID: 1}
+	for _, f := range opts {
+		f(&s)
+	}
+	return c.p.EnqueueForOrchestrator(ctx, s, 0)
+}
+
+// RaiseEvent raises external event name with data encoded as JSON.
+func (c *Client) RaiseEvent(ctx context.Context, instance, name string, data any) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("encode event: %w", err)
+	}
+	return c.RaiseEventRaw(ctx, instance, name, string(b))
+}
+
+// RaiseEventRaw raises an external event with raw data. It is delivered to
+// a waiting subscription or dropped (see OrchestrationContext.WaitForEvent).
+func (c *Client) RaiseEventRaw(ctx context.Context, instance, name, data string) error {
+	return c.p.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: instance, Name: name, Data: data}, 0)
+}
+
+// EnqueueEvent adds a persistent event, encoded as JSON, to the instance's
+// mailbox (see OrchestrationContext.DequeueEvent). Events for an instance
+// that has not started are dropped.
+func (c *Client) EnqueueEvent(ctx context.Context, instance, name string, data any) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("encode event: %w", err)
+	}
+	return c.EnqueueEventRaw(ctx, instance, name, string(b))
+}
+
+// EnqueueEventRaw is EnqueueEvent with raw data.
+func (c *Client) EnqueueEventRaw(ctx context.Context, instance, name, data string) error {
+	return c.p.EnqueueForOrchestrator(ctx, durable.QueueMessage{Instance: instance, Name: name, Data: data}, 0)
+}
+
+// CancelInstance requests cancellation: the orchestration fails with a
+// cancelled error and its running sub-orchestrations are cancelled too.
+func (c *Client) CancelInstance(ctx context.Context, instance, reason string) error {
+	return c.p.EnqueueForOrchestrator(ctx, durable.CancelInstance{Instance: instance, Reason: reason}, 0)
+}
+
+// GetStatus returns the instance's status from its current execution.
+func (c *Client) GetStatus(ctx context.Context, instance string) (Status, error) {
+	events, err := c.p.Read(ctx, instance)
+	if err != nil {
+		return Status{}, err
+	}
+	return statusFromHistory(instance, events), nil
+}
+
+func statusFromHistory(instance string, events []history.Event) Status {
+	st := Status{Instance: instance, State: StateNotFound}
+	if len(events) == 0 {
+		return st
+	}
+	st.State = StateRunning
+	st.ExecutionID = events[0].ExecutionID
+	if s, ok := events[0].Kind.(history.OrchestrationStarted); ok {
+		st.Name, st.Version = s.Name, s.Version
+	}
+	switch k := events[len(events)-1].Kind.(type) {
+	case history.OrchestrationCompleted:
+		st.State, st.Output = StateCompleted, k.Output
+	case history.OrchestrationFailed:
+		d := k.Details
+		st.State, st.Failure = StateFailed, &d
+	}
+	return st
+}
+
+// WaitForOrchestration polls the instance's status, with backoff, until it
+// is Completed or Failed, or ctx ends.
+func (c *Client) WaitForOrchestration(ctx context.Context, instance string) (Status, error) {
+	delay := c.opts.PollInitial
+	for {
+		st, err := c.GetStatus(ctx, instance)
+		if err != nil && !durable.IsRetryable(err) {
+			return Status{}, err
+		}
+		if err == nil && st.State.IsTerminal() {
+			return st, nil
+		}
+		if !sleep(ctx, delay) {
+			return st, ctx.Err()
+		}
+		delay = min(delay*2, c.opts.PollMax)
+	}
+}
+
+// GetCustomStatus returns the instance's custom status if it changed after
+// lastSeenVersion (nil otherwise).
+func (c *Client) GetCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*durable.CustomStatus, error) {
+	return c.p.GetCustomStatus(ctx, instance, lastSeenVersion)
+}
+
+// WaitForCustomStatus polls, with backoff, until the instance's custom
+// status changes after lastSeenVersion, or ctx ends.
+func (c *Client) WaitForCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*durable.CustomStatus, error) {
+	delay := c.opts.PollInitial
+	for {
+		cs, err := c.p.GetCustomStatus(ctx, instance, lastSeenVersion)
+		if err != nil && !durable.IsRetryable(err) {
+			return nil, err
+		}
+		if err == nil && cs != nil {
+			return cs, nil
+		}
+		if !sleep(ctx, delay) {
+			return nil, ctx.Err()
+		}
+		delay = min(delay*2, c.opts.PollMax)
+	}
+}
+
+// GetKVValue reads one key of an instance's key-value store.
+func (c *Client) GetKVValue(ctx context.Context, instance, key string) (string, bool, error) {
+	return c.p.GetKVValue(ctx, instance, key)
+}
+
+// GetKVAllValues reads an instance's whole key-value store.
+func (c *Client) GetKVAllValues(ctx context.Context, instance string) (map[string]string, error) {
+	return c.p.GetKVAllValues(ctx, instance)
+}
+
+// ReadHistory returns the current execution's history.
+func (c *Client) ReadHistory(ctx context.Context, instance string) ([]history.Event, error) {
+	return c.p.Read(ctx, instance)
+}
+
+// ReadExecutionHistory returns one execution's history.
+func (c *Client) ReadExecutionHistory(ctx context.Context, instance string, executionID uint64) ([]history.Event, error) {
+	return c.p.ReadWithExecution(ctx, instance, executionID)
+}
+
+func (c *Client) admin() (durable.ProviderAdmin, error) {
+	a, ok := c.p.Admin()
+	if !ok {
+		return nil, ErrNoAdmin
+	}
+	return a, nil
+}
+
+// ListInstances returns every instance id.
+func (c *Client) ListInstances(ctx context.Context) ([]string, error) {
+	a, err := c.admin()
+	if err != nil {
+		return nil, err
+	}
+	return a.ListInstances(ctx)
+}
+
+// ListInstancesByStatus returns the ids of instances with the given status.
+func (c *Client) ListInstancesByStatus(ctx context.Context, status durable.Status) ([]string, error) {
+	a, err := c.admin()
+	if err != nil {
+		return nil, err
+	}
+	return a.ListInstancesByStatus(ctx, status)
+}
+
+// ListExecutions returns an instance's execution ids, ascending.
+func (c *Client) ListExecutions(ctx context.Context, instance string) ([]uint64, error) {
+	a, err := c.admin()
+	if err != nil {
+		return nil, err
+	}
+	return a.ListExecutions(ctx, instance)
+}
+
+// GetInstanceInfo describes an instance.
+func (c *Client) GetInstanceInfo(ctx context.Context, instance string) (durable.InstanceInfo, error) {
+	a, err := c.admin()
+	if err != nil {
+		return durable.InstanceInfo{}, err
+	}
+	return a.GetInstanceInfo(ctx, instance)
+}
+
+// GetExecutionInfo describes one execution.
+func (c *Client) GetExecutionInfo(ctx context.Context, instance string, executionID uint64) (durable.ExecutionInfo, error) {
+	a, err := c.admin()
+	if err != nil {
+		return durable.ExecutionInfo{}, err
+	}
+	return a.GetExecutionInfo(ctx, instance, executionID)
+}
+
+// GetSystemMetrics counts instances, executions and events.
+func (c *Client) GetSystemMetrics(ctx context.Context) (durable.SystemMetrics, error) {
+	a, err := c.admin()
+	if err != nil {
+		return durable.SystemMetrics{}, err
+	}
+	return a.GetSystemMetrics(ctx)
+}
+
+// GetQueueDepths counts visible queue messages.
+func (c *Client) GetQueueDepths(ctx context.Context) (durable.QueueDepths, error) {
+	a, err := c.admin()
+	if err != nil {
+		return durable.QueueDepths{}, err
+	}
+	return a.GetQueueDepths(ctx)
+}
+
+// DeleteInstance deletes a root instance and its descendants (force also
+// deletes running ones).
+func (c *Client) DeleteInstance(ctx context.Context, instance string, force bool) (durable.DeleteInstanceResult, error) {
+	a, err := c.admin()
+	if err != nil {
+		return durable.DeleteInstanceResult{}, err
+	}
+	return a.DeleteInstance(ctx, instance, force)
+}
+
+// DeleteInstanceBulk deletes terminal root instances matching filter.
+func (c *Client) DeleteInstanceBulk(ctx context.Context, filter durable.InstanceFilter) (durable.DeleteInstanceResult, error) {
+	a, err := c.admin()
+	if err != nil {
+		return durable.DeleteInstanceResult{}, err
+	}
+	return a.DeleteInstanceBulk(ctx, filter)
+}
+
+// PruneExecutions deletes old executions of an instance (never the current one).
+func (c *Client) PruneExecutions(ctx context.Context, instance string, options durable.PruneOptions) (durable.PruneResult, error) {
+	a, err := c.admin()
+	if err != nil {
+		return durable.PruneResult{}, err
+	}
+	return a.PruneExecutions(ctx, instance, options)
+}
+
+// PruneExecutionsBulk prunes every instance matching filter.
+func (c *Client) PruneExecutionsBulk(ctx context.Context, filter durable.InstanceFilter, options durable.PruneOptions) (durable.PruneResult, error) {
+	a, err := c.admin()
+	if err != nil {
+		return durable.PruneResult{}, err
+	}
+	return a.PruneExecutionsBulk(ctx, filter, options)
+}

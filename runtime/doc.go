@@ -1,0 +1,43 @@
+// Package runtime runs durable orchestrations on any durafeed provider
+// (durable.Provider): a deterministic replay engine (package
+// runtime/replay), orchestration and activity dispatchers, and a Client.
+//
+// Orchestrations are Go functions that coordinate activities, timers,
+// external events, sub-orchestrations and key-value state through an
+// *OrchestrationContext. They are replayed from their durable history on
+// every turn, so they must be deterministic: use ctx.Now, ctx.NewGUID and
+// ctx.Logger instead of the clock, random numbers and plain logging, and
+// do I/O only in activities. Activities are plain functions taking a
+// context.Context, run at least once by worker dispatchers.
+//
+//	reg := runtime.NewRegistry()
+//	runtime.RegisterActivity(reg, "Greet", func(ctx context.Context, name string) (string, error) {
+//		return "Hello, " + name + "!", nil
+//	})
+//	runtime.RegisterOrchestration(reg, "HelloWorld", func(ctx *runtime.OrchestrationContext, name string) (string, error) {
+//		return runtime.AwaitAs[string](ctx.CallActivity("Greet", name))
+//	}, runtime.WithVersion("1.0.0"))
+//
+//	rt := runtime.New(provider, reg, runtime.Options{Logger: logger})
+//	if err := rt.Start(); err != nil { ... }
+//	defer rt.Shutdown(ctx)
+//
+//	client := rt.Client()
+//	_ = client.StartOrchestration(ctx, "hello-1", "HelloWorld", "World")
+//	status, _ := client.WaitForOrchestration(ctx, "hello-1")
+//
+// Composition: ctx.Join waits for several tasks; ctx.Select returns the
+// first to complete and cancels the others (activities by lock stealing,
+// sub-orchestrations with a cancellation request, event waits by
+// withdrawing the subscription). Failures reach orchestration code as
+// ErrorDetails values (errors.As); failures the code cannot handle
+// (unregistered code, undecodable input, panics, nondeterminism, poison
+// messages) fail the instance with structured details instead of crashing
+// or hanging the process.
+//
+// Payloads are JSON by default (typed registration and CallActivity, with
+// AwaitAs to decode); the Raw variants pass strings through unchanged.
+//
+// The end-to-end sample suite in runtime/runtimetest runs against any
+// provider factory.
+package runtime

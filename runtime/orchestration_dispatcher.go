@@ -1,0 +1,192 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/durable/history"
+	"github.com/durafeed/durafeed/runtime/replay"
+)
+
+// CorruptHistoryEventID is the event id of the OrchestrationFailed event
+// that ends an instance whose history cannot be decoded: the runtime cannot
+// know the last event id, so it uses a sentinel far beyond normal histories.
+const CorruptHistoryEventID = 99999
+
+// historyErrorBackoff is the fixed delay before an item whose history could
+// not be decoded is fetched again (possibly by a newer node).
+const historyErrorBackoff = time.Second
+
+// orchestrationLoop is one orchestration dispatcher goroutine.
+func (r *Runtime) orchestrationLoop(pollCtx, workCtx context.Context) {
+	filter := durable.DefaultCapabilityFilter(*r.opts.RuntimeVersion)
+	for pollCtx.Err() == nil {
+		item, err := r.p.FetchOrchestrationItem(pollCtx, r.opts.OrchestratorLockTimeout, r.opts.PollTimeout, filter)
+		if err != nil {
+			if pollCtx.Err() == nil {
+				r.log.Warn("fetch orchestration item failed", zap.Error(err))
+			}
+			sleep(pollCtx, r.opts.IdleBackoff)
+			continue
+		}
+		if item == nil {
+			sleep(pollCtx, r.opts.IdleBackoff)
+			continue
+		}
+		r.processOrchestration(workCtx, item)
+	}
+}
+
+// processOrchestration runs and commits one turn.
+func (r *Runtime) processOrchestration(ctx context.Context, item *durable.OrchestrationItem) {
+	log := r.log.With(zap.String("instance", item.Instance), zap.Uint64("execution_id", item.ExecutionID), zap.Uint32("attempt", item.AttemptCount))
+	if item.AttemptCount > r.opts.MaxAttempts {
+		r.poisonOrchestration(ctx, item, log)
+		return
+	}
+	if item.HistoryError != "" {
+		log.Warn("history cannot be decoded; abandoning", zap.String("error", item.HistoryError))
+		r.abandonOrchestration(ctx, item, historyErrorBackoff, false, log)
+		return
+	}
+
+	turnCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	half := r.opts.OrchestratorLockTimeout / 2
+	rn := startRenewer(turnCtx, half, func(c context.Context) error {
+		return r.p.RenewOrchestrationItemLock(c, item.LockToken, r.opts.OrchestratorLockTimeout)
+	}, func(err error) {
+		log.Warn("orchestration lock lost", zap.Error(err))
+		cancel()
+	})
+	res, err := replay.Execute(turnCtx, replay.Input{
+		Item: item, Now: r.opts.Clock(), RuntimeVersion: *r.opts.RuntimeVersion, Resolver: r.reg, Logger: r.opts.Logger,
+	})
+	rn.Stop()
+	if err != nil {
+		log.Warn("turn abandoned", zap.Error(err))
+		r.abandonOrchestration(ctx, item, 0, true, log)
+		return
+	}
+	switch res.Outcome {
+	case replay.OutcomeAbandon:
+		log.Warn("cannot run turn on this node; abandoning", zap.String("reason", res.Reason))
+		r.abandonOrchestration(ctx, item, r.opts.UnregisteredBackoff, false, log)
+		return
+	case replay.OutcomeFailed:
+		log.Warn("orchestration failed", zap.String("error", res.Failure.DisplayMessage()))
+	case replay.OutcomeCompleted:
+		log.Debug("orchestration completed", r.payload("output", res.Output))
+	}
+	r.commitTurn(ctx, item, res.Turn, log)
+}
+
+// commitTurn fills in parent execution ids and acks the turn.
+func (r *Runtime) commitTurn(ctx context.Context, item *durable.OrchestrationItem, turn durable.OrchestrationTurn, log *zap.Logger) {
+	cctx, cancel := commitCtx(ctx)
+	defer cancel()
+	for i, w := range turn.OrchestratorItems {
+		switch c := w.(type) {
+		case durable.SubOrchCompleted:
+			c.ParentExecutionID = r.parentExecution(cctx, c.ParentInstance)
+			turn.OrchestratorItems[i] = c
+		case durable.SubOrchFailed:
+			c.ParentExecutionID = r.parentExecution(cctx, c.ParentInstance)
+			turn.OrchestratorItems[i] = c
+		}
+	}
+	err := retryCommit(cctx, func(c context.Context) error { return r.p.AckOrchestrationItem(c, item.LockToken, turn) })
+	if err == nil {
+		return
+	}
+	if !durable.IsRetryable(err) {
+		// The lock is gone (expired or taken over): another dispatcher owns the turn.
+		log.Warn("ack failed permanently; the turn will be retried elsewhere", zap.Error(err))
+		return
+	}
+	log.Warn("ack failed; abandoning", zap.Error(err))
+	r.abandonOrchestration(ctx, item, r.opts.FailureBackoff, true, log)
+}
+
+// parentExecution returns the parent's current execution id (1 if unknown).
+func (r *Runtime) parentExecution(ctx context.Context, parent string) uint64 {
+	st, err := r.p.GetInstanceStats(ctx, parent)
+	if err != nil || st == nil || st.ExecutionID == 0 {
+		return 1
+	}
+	return st.ExecutionID
+}
+
+func (r *Runtime) abandonOrchestration(ctx context.Context, item *durable.OrchestrationItem, delay time.Duration, ignoreAttempt bool, log *zap.Logger) {
+	cctx, cancel := commitCtx(ctx)
+	defer cancel()
+	if err := retryCommit(cctx, func(c context.Context) error {
+		return r.p.AbandonOrchestrationItem(c, item.LockToken, delay, ignoreAttempt)
+	}); err != nil {
+		log.Warn("abandon failed", zap.Error(err))
+	}
+}
+
+// poisonOrchestration ends an instance whose messages exceeded MaxAttempts.
+func (r *Runtime) poisonOrchestration(ctx context.Context, item *durable.OrchestrationItem, log *zap.Logger) {
+	msg, _ := json.Marshal(item.Messages)
+	details := history.PoisonError(history.PoisonDetails{
+		AttemptCount: item.AttemptCount, MaxAttempts: r.opts.MaxAttempts, Type: history.PoisonOrchestration,
+		Instance: item.Instance, ExecutionID: max(item.ExecutionID, 1), Message: string(msg),
+	})
+	now := uint64(r.opts.Clock().UnixMilli())
+	rv := r.opts.RuntimeVersion.String()
+	execID := max(item.ExecutionID, 1)
+	ev := func(id uint64, k history.EventKind) history.Event {
+		return history.Event{EventID: id, InstanceID: item.Instance, ExecutionID: execID, TimestampMS: now, RuntimeVersion: rv, Kind: k}
+	}
+	turn := durable.OrchestrationTurn{ExecutionID: execID}
+	var parent string
+	var parentID uint64
+	switch {
+	case item.HistoryError != "":
+		details.Poison.Type = history.PoisonFailedDeserialization
+		details.Poison.DecodeError = item.HistoryError
+		turn.HistoryDelta = []history.Event{ev(CorruptHistoryEventID, history.OrchestrationFailed{Details: details})}
+	case len(item.History) == 0:
+		var start *durable.StartOrchestration
+		for _, m := range item.Messages {
+			if s, ok := m.(durable.StartOrchestration); ok {
+				start = &s
+				break
+			}
+		}
+		if start == nil {
+			log.Warn("dropping poison messages of an instance that never started")
+			r.commitTurn(ctx, item, turn, log)
+			return
+		}
+		parent, parentID = start.ParentInstance, start.ParentID
+		turn.HistoryDelta = []history.Event{
+			ev(1, history.OrchestrationStarted{Name: start.Orchestration, Version: start.Version, Input: start.Input, ParentInstance: parent, ParentID: parentID}),
+			ev(2, history.OrchestrationFailed{Details: details}),
+		}
+		pv := *r.opts.RuntimeVersion
+		turn.Metadata = durable.ExecutionMetadata{OrchestrationName: start.Orchestration, OrchestrationVersion: start.Version, ParentInstanceID: parent, PinnedVersion: &pv}
+	case item.History[len(item.History)-1].IsTerminal():
+		r.commitTurn(ctx, item, turn, log)
+		return
+	default:
+		if st, ok := item.History[0].Kind.(history.OrchestrationStarted); ok {
+			parent, parentID = st.ParentInstance, st.ParentID
+		}
+		last := item.History[len(item.History)-1].EventID
+		turn.HistoryDelta = []history.Event{ev(last+1, history.OrchestrationFailed{Details: details})}
+	}
+	out := details.DisplayMessage()
+	turn.Metadata.Status, turn.Metadata.Output = durable.StatusFailed, &out
+	if parent != "" {
+		turn.OrchestratorItems = append(turn.OrchestratorItems, durable.SubOrchFailed{ParentInstance: parent, ParentID: parentID, Details: details})
+	}
+	log.Error("orchestration poisoned", zap.String("error", out))
+	r.commitTurn(ctx, item, turn, log)
+}
