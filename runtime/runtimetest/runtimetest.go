@@ -50,7 +50,7 @@ func RunSamples(t *testing.T, f Factory) {
 }
 
 // Timeout bounds how long a sample waits for an instance.
-var Timeout = 30 * time.Second
+const Timeout = 30 * time.Second
 
 // FastOptions are runtime options suited to tests: short idle backoff and
 // lock timeouts, and a logger bound to t.
