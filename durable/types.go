@@ -79,7 +79,9 @@ type LockedWorkItem struct {
 
 // ExecutionMetadata is what the runtime computed about a turn for the
 // provider to store. Providers store it as told and never inspect events to
-// derive it. Zero fields mean "no change".
+// derive it. Zero fields mean "no change". Custom status is not part of it:
+// it changes only through CustomStatusUpdated events in the turn's history
+// (a nil status clears it).
 type ExecutionMetadata struct {
 	// Status is the execution's new status; empty keeps the current one.
 	Status Status

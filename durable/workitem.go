@@ -77,11 +77,14 @@ type StartOrchestration struct {
 	// Version requests an exact orchestration version; empty lets the
 	// runtime resolve the latest registered one.
 	Version string `json:"version,omitempty"`
-	// ParentInstance and ParentID link a sub-orchestration to its parent's
-	// SubOrchestrationScheduled event; empty and 0 for a root.
-	ParentInstance string `json:"parent_instance,omitempty"`
-	ParentID       uint64 `json:"parent_id,omitempty"`
-	ExecutionID    uint64 `json:"execution_id"`
+	// ParentInstance, ParentExecutionID and ParentID link a
+	// sub-orchestration to the SubOrchestrationScheduled event of its
+	// parent's execution; empty and 0 for a root (ParentExecutionID may be 0
+	// in items written before it existed).
+	ParentInstance    string `json:"parent_instance,omitempty"`
+	ParentExecutionID uint64 `json:"parent_execution_id,omitempty"`
+	ParentID          uint64 `json:"parent_id,omitempty"`
+	ExecutionID       uint64 `json:"execution_id"`
 }
 
 // ActivityExecute asks a worker to run an activity (worker queue).

@@ -16,7 +16,7 @@ func strp(s string) *string { return &s }
 func sampleWorkItems() map[string]WorkItem {
 	return map[string]WorkItem{
 		"start full": StartOrchestration{Instance: "order/1", Orchestration: "Order", Input: `{"n":1}`, Version: "1.0.0",
-			ParentInstance: "root", ParentID: 4, ExecutionID: 1},
+			ParentInstance: "root", ParentExecutionID: 3, ParentID: 4, ExecutionID: 1},
 		"start minimal":     StartOrchestration{Instance: "i", Orchestration: "O", Input: "", ExecutionID: 1},
 		"activity execute":  ActivityExecute{Instance: "i", ExecutionID: 2, ID: 3, Name: "Charge", Input: "x", SessionID: "s", Tag: "gpu"},
 		"activity plain":    ActivityExecute{Instance: "i", ExecutionID: 1, ID: 2, Name: "A", Input: ""},

@@ -30,8 +30,11 @@ var ErrUnknownKind = errors.New("unknown kind")
 
 // Event is one entry of an orchestration execution's history.
 type Event struct {
-	// EventID is the event's position in its execution's history, starting
-	// at 1 and increasing by one per event. Assigned by the runtime.
+	// EventID is the event's position in its execution's history, assigned
+	// by the runtime: 1, 2, 3, … with one exception, the PoisonEventID of
+	// the event that ends an instance whose stored history cannot be
+	// decoded (the runtime cannot know the last id). Ids are unique and
+	// strictly increasing within an execution.
 	EventID uint64
 	// SourceEventID links a completion to the event that scheduled it
 	// (ActivityCompleted to its ActivityScheduled, and so on); 0 for
@@ -60,6 +63,11 @@ func (e Event) IsTerminal() bool {
 	}
 	return false
 }
+
+// PoisonEventID is the id of the OrchestrationFailed event the runtime
+// appends to end an instance whose history cannot be decoded: above any
+// id a real history reaches, so it never collides.
+const PoisonEventID = 99999
 
 // eventHeader is the wire form of Event's common fields.
 type eventHeader struct {

@@ -16,7 +16,7 @@ func strp(s string) *string { return &s }
 // where optional fields exist.
 func sampleKinds() map[string]EventKind {
 	return map[string]EventKind{
-		"started full": OrchestrationStarted{Name: "Order", Version: "1.2.0", Input: `{"id":1}`, ParentInstance: "parent",
+		"started full": OrchestrationStarted{Name: "Order", Version: "1.2.0", Input: `{"id":1}`, ParentInstance: "parent", ParentExecutionID: 2,
 			ParentID: 7, CarryForwardEvents: []QueuedEvent{{Name: "cfg", Data: "a"}, {Name: "cfg", Data: "b"}}, InitialCustomStatus: strp("")},
 		"started minimal":           OrchestrationStarted{Name: "Order", Version: "1.0.0", Input: ""},
 		"completed":                 OrchestrationCompleted{Output: "done"},

@@ -51,10 +51,13 @@ type OrchestrationStarted struct {
 	Version string `json:"version"`
 	// Input is the execution's serialized input.
 	Input string `json:"input"`
-	// ParentInstance and ParentID link a sub-orchestration to the parent's
-	// SubOrchestrationScheduled event; empty and 0 for a root.
-	ParentInstance string `json:"parent_instance,omitempty"`
-	ParentID       uint64 `json:"parent_id,omitempty"`
+	// ParentInstance, ParentExecutionID and ParentID link a
+	// sub-orchestration to the SubOrchestrationScheduled event of its
+	// parent's execution; empty and 0 for a root (ParentExecutionID may be 0
+	// in histories written before it existed).
+	ParentInstance    string `json:"parent_instance,omitempty"`
+	ParentExecutionID uint64 `json:"parent_execution_id,omitempty"`
+	ParentID          uint64 `json:"parent_id,omitempty"`
 	// CarryForwardEvents are the unconsumed queued events handed over by
 	// continue-as-new, in arrival order.
 	CarryForwardEvents []QueuedEvent `json:"carry_forward_events,omitempty"`
