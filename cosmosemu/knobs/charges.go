@@ -132,7 +132,14 @@ func (m *ChargeModel) Charge(req *cosmosemu.Request, resp *cosmosemu.Response) f
 		}
 		return m.QueryPageCharge(itemCount(resp), len(resp.Body))
 	case cosmosemu.OpQuery, cosmosemu.OpReadFeed:
-		return m.QueryPageCharge(itemCount(resp), len(resp.Body))
+		// A cross-partition page is served by every physical partition it
+		// scans, each charging at least the base cost, as the service sums
+		// the charges of its partition-level queries.
+		extra := 0
+		if n := len(req.PartitionKeyRangeIDs); n > 1 {
+			extra = n - 1
+		}
+		return round2(m.QueryPageCharge(itemCount(resp), len(resp.Body)) + float64(extra)*m.QueryBase)
 	}
 	return round2(m.Metadata)
 }

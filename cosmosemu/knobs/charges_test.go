@@ -103,6 +103,14 @@ func TestChargesThroughSDK(t *testing.T) {
 	require.Len(t, page.Items, 3)
 	assert.InDelta(t, 2.6, float64(page.RequestCharge), 0.001)
 
+	// A cross-partition page pays the base for every physical partition it
+	// scans: one item found, four ranges scanned.
+	xp := e.c.NewQueryItemsPager("SELECT * FROM c WHERE c.id = 'q1'", azcosmos.NewPartitionKey(), nil)
+	xpage, err := xp.NextPage(ctx)
+	require.NoError(t, err)
+	require.Len(t, xpage.Items, 1)
+	assert.InDelta(t, 2.4+3*2.3, float64(xpage.RequestCharge), 0.001)
+
 	// Transactional batch: the sum of its operations, per-operation charges
 	// rewritten.
 	batch := e.c.NewTransactionalBatch(azcosmos.NewPartitionKeyString("b"))

@@ -77,7 +77,9 @@
 //	                                   304 as 1, the failing operation
 //	                                   1, 424 as 0
 //	Query / read-feed page             2.3 + 0.1·items + (k-1)·(1/11), empty page → 2.30,
-//	                                   k = page body size              10 small items → 3.30
+//	                                   k = page body size, plus 2.3    10 small items → 3.30,
+//	                                   per further physical partition  empty page over 4
+//	                                   a cross-partition page scans    partitions → 9.20
 //	Change feed page (200)             same as a query page            1 small item → 2.40
 //	Change feed 304 (nothing new)      1                               1.00
 //	Operation answered with an error   1                               404 read → 1.00
