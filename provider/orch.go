@@ -297,38 +297,15 @@ func (p *Provider) readTurnInputs(ctx context.Context, instance string, exec uin
 		params = append(params, param("@e", exec))
 	}
 	err := p.s.query(ctx, strp(instance), sql, params, func(raw json.RawMessage) error {
-		var head struct {
-			Type string `json:"type"`
-		}
-		if err := json.Unmarshal(raw, &head); err != nil {
+		typ, err := v.add(raw)
+		if err != nil || typ != typeOrchQueue {
 			return err
 		}
-		switch head.Type {
-		case typeOrchQueue:
-			var q queueDoc
-			if err := json.Unmarshal(raw, &q); err != nil {
-				return err
-			}
-			msgs = append(msgs, lockedMessage{doc: q})
-		case typeHistory:
-			var h historyDoc
-			if err := json.Unmarshal(raw, &h); err != nil {
-				return err
-			}
-			v.history = append(v.history, h)
-		case typeExecution:
-			var e executionDoc
-			if err := json.Unmarshal(raw, &e); err != nil {
-				return err
-			}
-			v.exec = &e
-		case typeKV:
-			var k kvDoc
-			if err := json.Unmarshal(raw, &k); err != nil {
-				return err
-			}
-			v.kv = append(v.kv, k)
+		var q queueDoc
+		if err := json.Unmarshal(raw, &q); err != nil {
+			return err
 		}
+		msgs = append(msgs, lockedMessage{doc: q})
 		return nil
 	})
 	if err != nil {

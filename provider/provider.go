@@ -210,6 +210,37 @@ type partitionView struct {
 	kv      []kvDoc
 }
 
+// add decodes one document of the instance's partition into the view when
+// it is an execution record, a history event or a KV entry, and returns its
+// type either way.
+func (v *partitionView) add(raw json.RawMessage) (string, error) {
+	var head struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return "", err
+	}
+	var err error
+	switch head.Type {
+	case typeHistory:
+		var h historyDoc
+		if err = json.Unmarshal(raw, &h); err == nil {
+			v.history = append(v.history, h)
+		}
+	case typeExecution:
+		var e executionDoc
+		if err = json.Unmarshal(raw, &e); err == nil {
+			v.exec = &e
+		}
+	case typeKV:
+		var k kvDoc
+		if err = json.Unmarshal(raw, &k); err == nil {
+			v.kv = append(v.kv, k)
+		}
+	}
+	return head.Type, err
+}
+
 // readExecution reads an execution's record and committed history (and the
 // KV store when withKV) with one single-partition query.
 func (p *Provider) readExecution(ctx context.Context, instance string, exec uint64, withKV bool) (partitionView, error) {
@@ -219,33 +250,8 @@ func (p *Provider) readExecution(ctx context.Context, instance string, exec uint
 	}
 	var v partitionView
 	err := p.s.query(ctx, strp(instance), sql, []azcosmos.QueryParameter{param("@e", exec)}, func(raw json.RawMessage) error {
-		var head struct {
-			Type string `json:"type"`
-		}
-		if err := json.Unmarshal(raw, &head); err != nil {
-			return err
-		}
-		switch head.Type {
-		case typeHistory:
-			var h historyDoc
-			if err := json.Unmarshal(raw, &h); err != nil {
-				return err
-			}
-			v.history = append(v.history, h)
-		case typeExecution:
-			var e executionDoc
-			if err := json.Unmarshal(raw, &e); err != nil {
-				return err
-			}
-			v.exec = &e
-		case typeKV:
-			var k kvDoc
-			if err := json.Unmarshal(raw, &k); err != nil {
-				return err
-			}
-			v.kv = append(v.kv, k)
-		}
-		return nil
+		_, err := v.add(raw)
+		return err
 	})
 	if err != nil {
 		return v, err
