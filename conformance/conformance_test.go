@@ -13,10 +13,18 @@ import (
 // memFactory runs the suite against the in-memory reference provider, which
 // is how the suite itself is checked: every scenario must pass on a simple,
 // obviously-correct implementation of the contract before it is used to
-// judge the Cosmos DB provider.
+// judge the Cosmos DB provider. With longPolling it opens long-polling
+// handles (memprovider.Store.OpenLongPolling), so that the long-poll
+// scenarios are checked too.
 type memFactory struct {
+	longPolling bool
+
 	mu     sync.Mutex
 	stores map[string]*memprovider.Store
+}
+
+func newMemFactory(longPolling bool) *memFactory {
+	return &memFactory{longPolling: longPolling, stores: map[string]*memprovider.Store{}}
 }
 
 func (f *memFactory) store(name string) *memprovider.Store {
@@ -30,10 +38,16 @@ func (f *memFactory) store(name string) *memprovider.Store {
 	return s
 }
 
-func (f *memFactory) Open(_ testing.TB, store string) durable.Provider { return f.store(store).Open() }
+func (f *memFactory) Open(_ testing.TB, store string) durable.Provider {
+	if f.longPolling {
+		return f.store(store).OpenLongPolling()
+	}
+	return f.store(store).Open()
+}
 
 func (f *memFactory) Options() conformance.Options {
-	return conformance.Options{LockTimeout: 500 * time.Millisecond, ShortPollThreshold: 100 * time.Millisecond}
+	return conformance.Options{LockTimeout: 500 * time.Millisecond, ShortPollThreshold: 100 * time.Millisecond,
+		LongPolling: f.longPolling}
 }
 
 func (f *memFactory) CorruptInstanceHistory(_ testing.TB, store, instance string) {
@@ -45,7 +59,15 @@ func (f *memFactory) MaxAttemptCount(_ testing.TB, store, instance string) uint3
 }
 
 func TestConformanceOnReferenceProvider(t *testing.T) {
-	conformance.Run(t, &memFactory{stores: map[string]*memprovider.Store{}})
+	conformance.Run(t, newMemFactory(false))
+}
+
+// TestConformanceOnLongPollingReference runs the whole suite again against
+// long-polling handles: the long-poll scenarios, which skip on a
+// short-polling provider, run here, and every other scenario must hold
+// whatever the polling mode.
+func TestConformanceOnLongPollingReference(t *testing.T) {
+	conformance.Run(t, newMemFactory(true))
 }
 
 func TestSuiteSize(t *testing.T) {

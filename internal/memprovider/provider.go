@@ -22,6 +22,8 @@ const (
 // durable.ProviderAdmin.
 type handle struct {
 	s *Store
+	// longPolling makes fetches wait up to their poll timeout for work.
+	longPolling bool
 }
 
 var (
@@ -55,19 +57,24 @@ func (p *handle) Admin() (durable.ProviderAdmin, bool) { return p, true }
 // ---------------------------------------------------------------------------
 
 // FetchOrchestrationItem implements durable.Provider.
-func (p *handle) FetchOrchestrationItem(ctx context.Context, lockTimeout, _ time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, error) {
+// A short-polling handle ignores pollTimeout; a long-polling one waits up to
+// pollTimeout for work (see longpoll.go).
+func (p *handle) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, error) {
 	const op = "fetch_orchestration_item"
 	if lockTimeout <= 0 {
 		return nil, durable.Permanent(op, nil, "lock timeout must be positive, got %s", lockTimeout)
 	}
-	unlock, err := p.begin(ctx, op)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	s := p.s
-	now := s.now()
+	return fetchLoop(ctx, p, op, pollTimeout, func(now time.Time) (*durable.OrchestrationItem, time.Time, error) {
+		item, err := p.s.fetchOrch(now, lockTimeout, filter)
+		if item != nil || err != nil {
+			return item, time.Time{}, err
+		}
+		return nil, p.s.nextOrchDue(now), nil
+	})
+}
 
+// fetchOrch is one attempt of FetchOrchestrationItem. Callers hold s.mu.
+func (s *Store) fetchOrch(now time.Time, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, error) {
 	// Candidate instances, in the order of their oldest visible message.
 	var candidates []string
 	seen := map[string]bool{}
@@ -269,15 +276,19 @@ func encodeItem(op string, w durable.WorkItem, q durable.Queue) (encodedItem, er
 	return encodedItem{item: w, data: b}, nil
 }
 
-// pushOrch appends an encoded item to the orchestrator queue.
+// pushOrch appends an encoded item to the orchestrator queue and wakes
+// waiting fetches.
 func (s *Store) pushOrch(e encodedItem, visibleAt time.Time) {
+	defer s.notify()
 	s.orchQ = append(s.orchQ, &orchMsg{
 		seq: s.nextSeq(), instance: e.item.TargetInstance(), kind: e.item.Kind(), data: e.data, visibleAt: visibleAt,
 	})
 }
 
-// pushWork appends an encoded ActivityExecute to the worker queue.
+// pushWork appends an encoded ActivityExecute to the worker queue and wakes
+// waiting fetches.
 func (s *Store) pushWork(e encodedItem, visibleAt time.Time) {
+	defer s.notify()
 	a := e.item.(durable.ActivityExecute)
 	s.workQ = append(s.workQ, &workMsg{
 		seq: s.nextSeq(), instance: a.Instance, execID: a.ExecutionID, activityID: a.ID,
@@ -455,6 +466,7 @@ func (p *handle) AckOrchestrationItem(ctx context.Context, lockToken string, tur
 	// Delete the locked messages and release the lock.
 	s.orchQ = slices.DeleteFunc(s.orchQ, func(m *orchMsg) bool { return m.token == lockToken })
 	delete(s.locks, inst)
+	s.notify() // new messages, a released instance, a changed pinned version
 	return nil
 }
 
@@ -494,6 +506,7 @@ func (p *handle) AbandonOrchestrationItem(ctx context.Context, lockToken string,
 		}
 	}
 	delete(s.locks, lock.instance)
+	s.notify()
 	return nil
 }
 
@@ -520,6 +533,7 @@ func (p *handle) RenewOrchestrationItemLock(ctx context.Context, lockToken strin
 		return durable.Permanent(op, nil, "lock on instance %q has expired", lock.instance)
 	}
 	lock.until = now.Add(extendFor)
+	p.s.notify() // the lock may now expire sooner
 	return nil
 }
 
@@ -639,7 +653,9 @@ func (p *handle) EnqueueForWorker(ctx context.Context, item durable.WorkItem) er
 }
 
 // FetchWorkItem implements durable.Provider.
-func (p *handle) FetchWorkItem(ctx context.Context, lockTimeout, _ time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter) (*durable.LockedWorkItem, error) {
+// A short-polling handle ignores pollTimeout; a long-polling one waits up to
+// pollTimeout for work (see longpoll.go).
+func (p *handle) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter) (*durable.LockedWorkItem, error) {
 	const op = "fetch_work_item"
 	if lockTimeout <= 0 {
 		return nil, durable.Permanent(op, nil, "lock timeout must be positive, got %s", lockTimeout)
@@ -652,13 +668,18 @@ func (p *handle) FetchWorkItem(ctx context.Context, lockTimeout, _ time.Duration
 			return nil, durable.Permanent(op, nil, "session lock timeout must be positive, got %s", session.LockTimeout)
 		}
 	}
-	unlock, err := p.begin(ctx, op)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	s := p.s
-	now := s.now()
+	return fetchLoop(ctx, p, op, pollTimeout, func(now time.Time) (*durable.LockedWorkItem, time.Time, error) {
+		item, err := p.s.fetchWork(now, lockTimeout, session, tags)
+		if item != nil || err != nil {
+			return item, time.Time{}, err
+		}
+		return nil, p.s.nextWorkDue(now, session, tags), nil
+	})
+}
+
+// fetchWork is one attempt of FetchWorkItem. Callers hold s.mu.
+func (s *Store) fetchWork(now time.Time, lockTimeout time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter) (*durable.LockedWorkItem, error) {
+	const op = "fetch_work_item"
 	for _, w := range s.workQ {
 		if w.visibleAt.After(now) || workLocked(w, now) || !tags.Matches(w.tag) {
 			continue
@@ -739,6 +760,7 @@ func (p *handle) AckWorkItem(ctx context.Context, lockToken string, completion d
 	if enc != nil {
 		s.pushOrch(*enc, now)
 	}
+	s.notify()
 	return nil
 }
 
@@ -769,6 +791,7 @@ func (p *handle) AbandonWorkItem(ctx context.Context, lockToken string, delay ti
 	if ignoreAttempt && w.attempts > 0 {
 		w.attempts--
 	}
+	s.notify()
 	return nil
 }
 
@@ -797,6 +820,7 @@ func (p *handle) RenewWorkItemLock(ctx context.Context, lockToken string, extend
 	}
 	w.lockedUntil = now.Add(extendFor)
 	s.touchSession(w.sessionID, now)
+	s.notify() // the lock may now expire sooner
 	return nil
 }
 
@@ -823,6 +847,9 @@ func (p *handle) RenewSessionLock(ctx context.Context, ownerIDs []string, extend
 		}
 		sr.lockedUntil = now.Add(extendFor)
 		n++
+	}
+	if n > 0 {
+		s.notify() // a session lock may now expire sooner
 	}
 	return n, nil
 }

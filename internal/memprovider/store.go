@@ -10,8 +10,10 @@
 //
 // A Store is the shared data, like one database; Store.Open returns a
 // provider handle on it, like one replica of a deployment. Handles share all
-// data. memprovider is a short-polling provider: fetches return at once and
-// ignore their poll timeout.
+// data. A handle from Open short-polls: its fetches return at once and ignore
+// their poll timeout. A handle from Store.OpenLongPolling long-polls: a fetch
+// that finds no work waits up to its poll timeout for work to become
+// eligible (see longpoll.go).
 //
 // The conformance suite (package conformance) is checked against this
 // implementation before it judges the Cosmos DB provider.
@@ -31,6 +33,11 @@ import (
 type Store struct {
 	mu  sync.Mutex
 	now func() time.Time
+	// afterFuncAt arms a timer on the store's clock (see Clock).
+	afterFuncAt func(at time.Time, f func()) (stop func() bool)
+	// changed is closed, and cleared, by notify: long-polling fetches wait
+	// on it. It is nil when nobody has subscribed since the last notify.
+	changed chan struct{}
 
 	// seq orders queue messages (enqueue order) and instances (creation order).
 	seq uint64
@@ -125,30 +132,35 @@ type sessionRec struct {
 // NewStore returns an empty store using the wall clock.
 func NewStore() *Store {
 	return &Store{
-		now:       time.Now,
-		instances: map[string]*instanceRec{},
-		history:   map[string]map[uint64]map[uint64][]byte{},
-		locks:     map[string]*instLock{},
-		sessions:  map[string]*sessionRec{},
-		kv:        map[string]*kvState{},
+		now:         time.Now,
+		afterFuncAt: realAfterFuncAt(time.Now),
+		instances:   map[string]*instanceRec{},
+		history:     map[string]map[uint64]map[uint64][]byte{},
+		locks:       map[string]*instLock{},
+		sessions:    map[string]*sessionRec{},
+		kv:          map[string]*kvState{},
 	}
 }
 
 // SetClock replaces the store's time source (time.Now by default), for
-// tests that control time. It must be called before the store is used
-// concurrently.
+// tests that control time. Long-poll timers then run on the wall clock, for
+// the time remaining as now measures it when they are armed; use UseClock
+// for a clock with its own timers. It must be called before the store is
+// used concurrently.
 func (s *Store) SetClock(now func() time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if now == nil {
 		now = time.Now
 	}
-	s.now = now
+	s.now, s.afterFuncAt = now, realAfterFuncAt(now)
+	s.notify()
 }
 
 // Open returns a new provider handle on the store, as a new replica of one
 // deployment: handles share all data. The handle also implements
 // durable.ProviderAdmin (see Provider.Admin).
+// Its fetches short-poll; see OpenLongPolling.
 func (s *Store) Open() durable.Provider { return &handle{s: s} }
 
 // CorruptHistory overwrites every stored history event of the instance, in
