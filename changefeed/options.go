@@ -1,0 +1,234 @@
+package changefeed
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Defaults applied by New to zero-valued Options fields.
+const (
+	// DefaultActiveDelay is the pause between reads of a lease while changes
+	// flow (after a page that was not full; after a full page the reader
+	// reads again at once). It bounds a flowing reader at about 200 requests
+	// a second while adding at most 5 ms to a change's latency.
+	DefaultActiveDelay = 5 * time.Millisecond
+	// DefaultIdleCeiling is the longest pause between reads of an idle
+	// lease. An idle read is a 304 costing about 1 RU, so an idle reader
+	// costs 1 RU/s (86,400 RU a day, about $0.65 a month at the serverless
+	// price of $0.25 per million RU, or 0.25% of a 400 RU/s container), and
+	// a change arriving on an idle lease is seen within 1 s (0.5 s on
+	// average). The .NET and Java processors poll idle leases every 5 s.
+	// Changes written by this process need not wait at all: see
+	// Processor.Wake.
+	DefaultIdleCeiling = time.Second
+	// DefaultBackoffFactor is the growth of the pause after each empty
+	// read: ActiveDelay·2, ·4, ... up to IdleCeiling (with the defaults 10,
+	// 20, 40, ... 640 ms, then 1 s: going idle costs seven reads in the
+	// 1.27 s before the ceiling is reached).
+	DefaultBackoffFactor = 2.0
+	// DefaultJitter is the fraction by which an idle pause is randomly
+	// shortened (never lengthened), so readers started together drift
+	// apart.
+	DefaultJitter = 0.1
+	// DefaultMaxItemCount is the page size asked of the service.
+	DefaultMaxItemCount = 100
+	// DefaultRetryInitial is the first pause before retrying a failed read,
+	// handler call or checkpoint; it doubles (with jitter) up to
+	// DefaultRetryMax.
+	DefaultRetryInitial = 100 * time.Millisecond
+	// DefaultRetryMax caps the pause between retries.
+	DefaultRetryMax = 30 * time.Second
+	// DefaultReadTimeout bounds one change-feed read (the SDK's own retries
+	// included). The SDK's HTTP client has no overall timeout, so without
+	// one a request lost in the network would stall its lease.
+	DefaultReadTimeout = 30 * time.Second
+)
+
+// minIdleBase is where idle pauses start growing from when ActiveDelay is
+// zero.
+const minIdleBase = time.Millisecond
+
+// Options configures a Processor. The zero value is usable: every field has
+// a documented default.
+type Options struct {
+	// ActiveDelay is the pause between reads while changes flow. Zero means
+	// DefaultActiveDelay; a negative value means no pause.
+	ActiveDelay time.Duration
+	// IdleCeiling is the longest pause between reads of a lease that keeps
+	// answering "nothing new". Zero means DefaultIdleCeiling. It must not be
+	// below ActiveDelay.
+	IdleCeiling time.Duration
+	// BackoffFactor multiplies the pause after every read that found
+	// nothing, starting from ActiveDelay (1 ms if that is zero) and capped
+	// at IdleCeiling; the first read that finds a change snaps the pause
+	// back to ActiveDelay. Zero means DefaultBackoffFactor; it must be at
+	// least 1 (1 keeps polling at ActiveDelay).
+	BackoffFactor float64
+	// Jitter is the fraction, in [0, 1), by which idle pauses are randomly
+	// shortened. Zero means DefaultJitter; a negative value disables
+	// jitter.
+	Jitter float64
+	// JitterSeed seeds the jitter; zero seeds from the run time.
+	JitterSeed uint64
+	// MaxItemCount is the largest number of documents asked for per read,
+	// hence per Batch. Zero means DefaultMaxItemCount.
+	MaxItemCount int32
+	// StartFrom says where a lease that was never checkpointed starts.
+	// The zero value is StartFromBeginning.
+	StartFrom StartFrom
+	// RetryInitial is the first pause before retrying a failed read,
+	// handler call or checkpoint. Zero means DefaultRetryInitial.
+	RetryInitial time.Duration
+	// RetryMax caps the retry pause. Zero means DefaultRetryMax.
+	RetryMax time.Duration
+	// ReadTimeout bounds each change-feed read; a read that times out is
+	// retried. Zero means DefaultReadTimeout.
+	ReadTimeout time.Duration
+	// Logger receives reader life-cycle events (Debug), retried errors
+	// (Warn) and errors that cannot succeed by retrying (Error). Default
+	// zap.NewNop().
+	Logger *zap.Logger
+	// Clock is the source of time for pauses and lag figures. Default the
+	// system clock; tests and simulations may supply their own.
+	Clock Clock
+}
+
+func (o Options) withDefaults() (Options, error) {
+	switch {
+	case o.ActiveDelay == 0:
+		o.ActiveDelay = DefaultActiveDelay
+	case o.ActiveDelay < 0:
+		o.ActiveDelay = 0
+	}
+	if o.IdleCeiling == 0 {
+		o.IdleCeiling = DefaultIdleCeiling
+	}
+	if o.IdleCeiling < o.ActiveDelay {
+		return o, fmt.Errorf("changefeed: IdleCeiling %v is below ActiveDelay %v", o.IdleCeiling, o.ActiveDelay)
+	}
+	if o.BackoffFactor == 0 {
+		o.BackoffFactor = DefaultBackoffFactor
+	}
+	if o.BackoffFactor < 1 {
+		return o, fmt.Errorf("changefeed: BackoffFactor %v is below 1", o.BackoffFactor)
+	}
+	switch {
+	case o.Jitter == 0:
+		o.Jitter = DefaultJitter
+	case o.Jitter < 0:
+		o.Jitter = 0
+	case o.Jitter >= 1:
+		return o, fmt.Errorf("changefeed: Jitter %v is not below 1", o.Jitter)
+	}
+	if o.MaxItemCount == 0 {
+		o.MaxItemCount = DefaultMaxItemCount
+	}
+	if o.MaxItemCount < 0 {
+		return o, fmt.Errorf("changefeed: MaxItemCount %d is negative", o.MaxItemCount)
+	}
+	if o.RetryInitial == 0 {
+		o.RetryInitial = DefaultRetryInitial
+	}
+	if o.RetryMax == 0 {
+		o.RetryMax = DefaultRetryMax
+	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = DefaultReadTimeout
+	}
+	if o.ReadTimeout < 0 {
+		return o, fmt.Errorf("changefeed: ReadTimeout %v is negative", o.ReadTimeout)
+	}
+	if o.RetryInitial < 0 || o.RetryMax < o.RetryInitial {
+		return o, fmt.Errorf("changefeed: retry pauses %v..%v are invalid", o.RetryInitial, o.RetryMax)
+	}
+	if err := o.StartFrom.validate(); err != nil {
+		return o, err
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Clock == nil {
+		o.Clock = systemClock{}
+	}
+	return o, nil
+}
+
+type startKind uint8
+
+const (
+	startBeginning startKind = iota
+	startNow
+	startTime
+)
+
+// StartFrom says where reading starts on a lease that carries no
+// continuation. Build one with StartFromBeginning, StartFromNow or
+// StartFromTime; the zero value is StartFromBeginning.
+type StartFrom struct {
+	kind startKind
+	t    time.Time
+}
+
+// StartFromBeginning reads every document's current version from the start
+// of the container's history.
+func StartFromBeginning() StartFrom { return StartFrom{} }
+
+// StartFromNow skips what was written before the lease is first read. The
+// position is pinned by a checkpoint right after that first read, so a
+// later owner of the lease continues from there instead of from its own
+// "now".
+func StartFromNow() StartFrom { return StartFrom{kind: startNow} }
+
+// StartFromTime starts with the changes made at or after t (at the
+// service's one-second resolution).
+func StartFromTime(t time.Time) StartFrom { return StartFrom{kind: startTime, t: t} }
+
+// String describes the starting point.
+func (s StartFrom) String() string {
+	switch s.kind {
+	case startNow:
+		return "now"
+	case startTime:
+		return s.t.UTC().Format(time.RFC3339)
+	default:
+		return "beginning"
+	}
+}
+
+func (s StartFrom) validate() error {
+	if s.kind == startTime && s.t.IsZero() {
+		return errors.New("changefeed: StartFromTime needs a non-zero time")
+	}
+	return nil
+}
+
+// Clock is a source of time. The Processor uses it for every pause (polling,
+// retries) and for the timestamps of lag figures.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// NewTimer returns a timer that fires once after d.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is a one-shot timer made by a Clock.
+type Timer interface {
+	// C delivers the time once the timer fires.
+	C() <-chan time.Time
+	// Stop prevents the timer from firing; it reports whether it did.
+	Stop() bool
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+func (systemClock) NewTimer(d time.Duration) Timer { return sysTimer{time.NewTimer(d)} }
+
+type sysTimer struct{ t *time.Timer }
+
+func (t sysTimer) C() <-chan time.Time { return t.t.C }
+func (t sysTimer) Stop() bool          { return t.t.Stop() }

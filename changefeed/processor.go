@@ -1,0 +1,296 @@
+package changefeed
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"github.com/durafeed/durafeed/internal/epk"
+	"go.uber.org/zap"
+)
+
+// Range is a half-open interval [Min, Max) of effective partition keys
+// (EPKs), ordered as the service orders them. It is an alias, so code
+// outside this module can build ranges and implement Lease. Use
+// FullRange for a whole container.
+type Range = epk.Range
+
+// FullRange is the whole EPK space: a lease over it reads every document
+// of the container.
+var FullRange = Range{Min: epk.MinInclusive, Max: epk.MaxExclusive}
+
+// Batch is one page of changes from one lease, handed to the Handler.
+type Batch struct {
+	// LeaseID is the ID of the lease the page was read for.
+	LeaseID string
+	// Range is the sub-range of the lease's range the page was read from
+	// (a lease spanning several physical partitions reads them in turn).
+	Range Range
+	// Documents are the changed documents, latest version of each, in the
+	// order of the service's log sequence numbers (LSN): the changes to one
+	// partition key always arrive in the order they were made. Each
+	// carries the system properties _lsn, _ts, _etag.
+	Documents []json.RawMessage
+	// Continuation is what will be checkpointed once the handler succeeds:
+	// the lease's position just after this page.
+	Continuation string
+}
+
+// Handler processes one batch. Returning nil acknowledges it: its
+// continuation is then checkpointed. Returning an error means "retry this
+// batch": it is offered again, unchanged, after a backoff, for as long as
+// the lease is held; nothing after it is read or checkpointed meanwhile.
+// Delivery is at least once: after a lease changes hands, the batches since
+// its last checkpoint are delivered again. ctx is cancelled when the lease
+// is lost or the processor stops. Calls for one lease are sequential;
+// different leases are handled concurrently. A panic is not recovered.
+type Handler func(ctx context.Context, b Batch) error
+
+// ErrAlreadyRunning is returned by Run when the processor was already run.
+var ErrAlreadyRunning = errors.New("changefeed: processor already run")
+
+// Processor reads the change feed of a container for the leases a
+// LeaseSource gives it: one reader goroutine per lease, each polling its
+// range adaptively, handing pages to the Handler and checkpointing after
+// success. Create it with New; it runs once (Run), and stops on Stop or when
+// Run's context ends.
+type Processor struct {
+	container *azcosmos.ContainerClient
+	leases    LeaseSource
+	handler   Handler
+	opts      Options
+	log       *zap.Logger
+
+	rngMu sync.Mutex
+	rng   *rand.Rand
+
+	mu      sync.Mutex
+	readers map[*reader]struct{}
+	latest  map[string]*reader // by lease ID: the most recent reader
+
+	started  atomic.Bool
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+
+	stats counters
+}
+
+// New returns a Processor reading container's change feed for the leases
+// that leases hands out, calling handler for every page of changes. It
+// validates opts and applies their defaults; it performs no I/O.
+func New(container *azcosmos.ContainerClient, leases LeaseSource, handler Handler, opts Options) (*Processor, error) {
+	if container == nil {
+		return nil, errors.New("changefeed: nil container")
+	}
+	if leases == nil {
+		return nil, errors.New("changefeed: nil lease source")
+	}
+	if handler == nil {
+		return nil, errors.New("changefeed: nil handler")
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	seed := o.JitterSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	return &Processor{
+		container: container,
+		leases:    leases,
+		handler:   handler,
+		opts:      o,
+		log:       o.Logger,
+		rng:       rand.New(rand.NewPCG(seed, 0x6368616e67656665)),
+		readers:   map[*reader]struct{}{},
+		latest:    map[string]*reader{},
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+	}, nil
+}
+
+// Run starts a reader for every lease the LeaseSource delivers and blocks
+// until ctx is done or Stop is called; it then stops every reader and
+// returns once all of them have returned. Either way of stopping is clean
+// and returns nil; Run fails only with ErrAlreadyRunning when called twice.
+// Leases are not released: that is the LeaseSource's business.
+func (p *Processor) Run(ctx context.Context) error {
+	if !p.started.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer close(p.done)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	acquired := p.leases.Acquired()
+	p.log.Debug("changefeed: processor running")
+loop:
+	for {
+		select {
+		case <-runCtx.Done():
+			break loop
+		case <-p.stop:
+			break loop
+		case l, ok := <-acquired:
+			if !ok {
+				acquired = nil
+				continue
+			}
+			if l == nil {
+				continue
+			}
+			select {
+			case <-p.stop:
+				break loop
+			default:
+			}
+			p.startReader(runCtx, &wg, l)
+		}
+	}
+	cancel()
+	wg.Wait()
+	p.log.Debug("changefeed: processor stopped")
+	return nil
+}
+
+// Stop stops every reader and waits until Run has returned, or until ctx is
+// done (then it returns ctx's error and Run finishes on its own). A batch
+// the handler already acknowledged is still checkpointed (one attempt);
+// a handler still running sees its context cancelled. Leases are not
+// released. Stop before Run makes Run return at once; Stop is idempotent.
+func (p *Processor) Stop(ctx context.Context) error {
+	p.stopOnce.Do(func() { close(p.stop) })
+	if !p.started.Load() {
+		return nil
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Wake makes every reader whose lease range overlaps r read at once instead
+// of finishing its pause, e.g. right after this process wrote a document
+// whose EPK lies in r. A reader busy reading or handling reads again as
+// soon as it is done. Wake never blocks.
+func (p *Processor) Wake(r Range) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for rd := range p.readers {
+		if overlaps(rd.rng, r) {
+			select {
+			case rd.wake <- struct{}{}:
+			default:
+			}
+			p.stats.wakes.Add(1)
+		}
+	}
+}
+
+func (p *Processor) startReader(ctx context.Context, wg *sync.WaitGroup, l Lease) {
+	r := newReader(p, l)
+	p.mu.Lock()
+	prev := p.latest[r.id]
+	p.latest[r.id] = r
+	p.readers[r] = struct{}{}
+	p.mu.Unlock()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer p.removeReader(r) // in case run returned early
+		r.run(ctx, prev)
+	}()
+}
+
+func (p *Processor) removeReader(r *reader) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.readers, r)
+	if p.latest[r.id] == r {
+		delete(p.latest, r.id)
+	}
+}
+
+func (p *Processor) snapshotReaders() []*reader {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*reader, 0, len(p.readers))
+	for r := range p.readers {
+		out = append(out, r)
+	}
+	return out
+}
+
+// jitter shortens an idle pause by up to Options.Jitter of it.
+func (p *Processor) jitter(d time.Duration) time.Duration {
+	if p.opts.Jitter == 0 || d <= 0 {
+		return d
+	}
+	p.rngMu.Lock()
+	f := p.rng.Float64()
+	p.rngMu.Unlock()
+	return d - time.Duration(float64(d)*p.opts.Jitter*f)
+}
+
+// Stats are cumulative counters of a Processor since New, plus the number
+// of readers running now.
+type Stats struct {
+	// Readers is the number of readers running (one per held lease).
+	Readers int
+	// Reads counts change-feed reads (SDK ReadChangeFeed calls, including
+	// failed ones and Lag probes); EmptyReads those that found nothing new
+	// (304).
+	Reads, EmptyReads int64
+	// RequestCharge sums the request units reported by successful reads.
+	RequestCharge float64
+	// Batches and Documents count what the handler acknowledged.
+	Batches, Documents int64
+	// HandlerErrors counts handler calls that failed (and were retried).
+	HandlerErrors int64
+	// ReadErrors counts failed reads (all retried).
+	ReadErrors int64
+	// Checkpoints counts successful checkpoints; CheckpointErrors failed
+	// ones other than a lost lease (retried).
+	Checkpoints, CheckpointErrors int64
+	// LeasesLost counts readers stopped because their lease ended: Done
+	// closed (lost or released) or a checkpoint failed with ErrLeaseLost.
+	LeasesLost int64
+	// Wakes counts readers signalled by Wake.
+	Wakes int64
+}
+
+type counters struct {
+	reads, emptyReads, chargeMilli, batches, documents, handlerErrors, readErrors,
+	checkpoints, checkpointErrors, leasesLost, wakes atomic.Int64
+}
+
+// Stats returns the processor's counters.
+func (p *Processor) Stats() Stats {
+	p.mu.Lock()
+	n := len(p.readers)
+	p.mu.Unlock()
+	s := &p.stats
+	return Stats{
+		Readers:          n,
+		Reads:            s.reads.Load(),
+		EmptyReads:       s.emptyReads.Load(),
+		RequestCharge:    float64(s.chargeMilli.Load()) / 1000,
+		Batches:          s.batches.Load(),
+		Documents:        s.documents.Load(),
+		HandlerErrors:    s.handlerErrors.Load(),
+		ReadErrors:       s.readErrors.Load(),
+		Checkpoints:      s.checkpoints.Load(),
+		CheckpointErrors: s.checkpointErrors.Load(),
+		LeasesLost:       s.leasesLost.Load(),
+		Wakes:            s.wakes.Load(),
+	}
+}

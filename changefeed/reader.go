@@ -1,0 +1,585 @@
+package changefeed
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"github.com/cenkalti/backoff/v4"
+	"github.com/durafeed/durafeed/internal/epk"
+	"go.uber.org/zap"
+)
+
+// finalCheckpointTimeout bounds the one checkpoint attempt made for a batch
+// the handler acknowledged while the processor was stopping.
+const finalCheckpointTimeout = 5 * time.Second
+
+// reader reads one lease.
+type reader struct {
+	p     *Processor
+	lease Lease
+	id    string
+	rng   epk.Range
+	log   *zap.Logger
+	wake  chan struct{}
+	done  chan struct{}
+
+	mu   sync.Mutex
+	rid  string
+	pos  []position
+	obs  map[epk.Range]observation
+	held *inHand
+}
+
+// observation is the latest LSN of a sub-range's physical partition, as a
+// response's session token reported it.
+type observation struct {
+	latest int64
+	at     time.Time
+}
+
+// inHand describes a page read but not yet acknowledged.
+type inHand struct {
+	rng      epk.Range
+	firstLSN int64
+	firstTS  time.Time
+}
+
+func newReader(p *Processor, l Lease) *reader {
+	r := &reader{
+		p:     p,
+		lease: l,
+		id:    l.ID(),
+		rng:   l.Range(),
+		wake:  make(chan struct{}, 1),
+		done:  make(chan struct{}),
+		obs:   map[epk.Range]observation{},
+	}
+	r.log = p.log.With(zap.String("lease", r.id), zap.String("min", r.rng.Min), zap.String("max", r.rng.Max))
+	return r
+}
+
+// run is the reader goroutine. It waits for prev (an earlier reader of the
+// same lease ID) to stop first, so one lease is never read twice at once
+// by this process.
+func (r *reader) run(ctx context.Context, prev *reader) {
+	defer close(r.done)
+	ctx, cancel := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-r.lease.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	defer func() {
+		cancel()
+		<-watched
+	}()
+	if prev != nil {
+		select {
+		case <-prev.done:
+		case <-ctx.Done():
+			return
+		}
+	}
+	r.log.Debug("changefeed: reader started")
+	err := r.loop(ctx)
+	r.p.removeReader(r)
+	select {
+	case <-r.lease.Done():
+		r.p.stats.leasesLost.Add(1)
+		r.log.Debug("changefeed: reader stopped: lease done")
+	default:
+		switch {
+		case errors.Is(err, ErrLeaseLost):
+			r.p.stats.leasesLost.Add(1)
+			r.log.Info("changefeed: reader stopped: lease lost", zap.Error(err))
+		case ctx.Err() != nil:
+			r.log.Debug("changefeed: reader stopped")
+		default:
+			r.log.Error("changefeed: reader stopped", zap.Error(err))
+		}
+	}
+}
+
+func (r *reader) loop(ctx context.Context) error {
+	if err := r.init(ctx); err != nil {
+		return err
+	}
+	o := &r.p.opts
+	var delay time.Duration
+	idle := false
+	empty := 0
+	for {
+		if err := r.pause(ctx, delay, idle); err != nil {
+			return err
+		}
+		res, err := r.cycle(ctx)
+		if err != nil {
+			return err
+		}
+		switch {
+		case res.full:
+			delay, idle, empty = 0, false, 0
+		case res.docs:
+			delay, idle, empty = o.ActiveDelay, false, 0
+		default:
+			empty++
+			delay, idle = idleDelay(o, empty), true
+		}
+	}
+}
+
+// idleDelay is the pause after k consecutive empty cycles:
+// max(ActiveDelay, 1ms)·BackoffFactor^k, capped at IdleCeiling.
+func idleDelay(o *Options, k int) time.Duration {
+	base := max(o.ActiveDelay, minIdleBase)
+	d := float64(base) * math.Pow(o.BackoffFactor, float64(k))
+	if d >= float64(o.IdleCeiling) {
+		return o.IdleCeiling
+	}
+	return time.Duration(d)
+}
+
+// pause waits d, or less if woken. A read always follows, so a wake already
+// pending is consumed by it.
+func (r *reader) pause(ctx context.Context, d time.Duration, idle bool) error {
+	if idle {
+		d = r.p.jitter(d)
+	}
+	if d <= 0 {
+		select {
+		case <-r.wake:
+		default:
+		}
+		return ctx.Err()
+	}
+	t := r.p.opts.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.wake:
+	case <-t.C():
+	}
+	return nil
+}
+
+// sleep waits d for a retry.
+func (r *reader) sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := r.p.opts.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+		return nil
+	}
+}
+
+func (p *Processor) newBackOff() *backoff.ExponentialBackOff {
+	b := &backoff.ExponentialBackOff{
+		InitialInterval:     p.opts.RetryInitial,
+		RandomizationFactor: 0.2,
+		Multiplier:          2,
+		MaxInterval:         p.opts.RetryMax,
+		MaxElapsedTime:      0,
+		Stop:                backoff.Stop,
+		Clock:               backoff.SystemClock,
+	}
+	b.Reset()
+	return b
+}
+
+// init builds the lease's positions: its continuation clamped to its range,
+// plus fresh positions (one per physical partition) for any part the
+// continuation does not cover. With StartFromNow fresh positions are read
+// once and the result checkpointed, so the starting point survives a
+// hand-off.
+func (r *reader) init(ctx context.Context) error {
+	var ps []position
+	rid := ""
+	if c := r.lease.Continuation(); c != "" {
+		var decoded []position
+		var err error
+		rid, decoded, err = decodeToken(c)
+		if err != nil {
+			return err
+		}
+		ps = removeOverlaps(clampPositions(decoded, r.rng))
+	}
+	missing := gaps(ps, r.rng)
+	if len(missing) > 0 {
+		phys, err := r.feedRanges(ctx)
+		if err != nil {
+			return err
+		}
+		etag := ""
+		if r.p.opts.StartFrom.kind == startNow {
+			etag = "*"
+		}
+		for _, g := range missing {
+			for _, f := range phys {
+				if x, ok := intersect(g, f); ok {
+					ps = append(ps, position{rng: x, etag: etag})
+				}
+			}
+		}
+		sortPositions(ps)
+	}
+	if len(ps) == 0 {
+		return fmt.Errorf("changefeed: lease range [%s, %s) is empty", r.rng.Min, r.rng.Max)
+	}
+	r.mu.Lock()
+	r.rid, r.pos = rid, ps
+	r.mu.Unlock()
+
+	// Pin "now": resolve every "*" position to the service's current
+	// position and checkpoint that before any batch is handled.
+	pinned := false
+	for i := 0; i < len(ps); {
+		if ps[i].etag != "*" {
+			i++
+			continue
+		}
+		rr, err := r.read(ctx, ps[i])
+		if err != nil {
+			return err
+		}
+		// If-None-Match: * never returns documents.
+		ps = slices.Concat(ps[:i:i], rr.pos, ps[i+1:])
+		i += len(rr.pos)
+		pinned = true
+		r.commit(ps, rr)
+	}
+	if pinned {
+		return r.checkpoint(ctx, encodeToken(r.currentRID(), ps))
+	}
+	return nil
+}
+
+// feedRanges returns the container's physical partition ranges, retrying.
+func (r *reader) feedRanges(ctx context.Context) ([]epk.Range, error) {
+	bo := r.p.newBackOff()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, r.p.opts.ReadTimeout)
+		frs, err := r.p.container.ReadFeedRanges(rctx, nil)
+		cancel()
+		if err == nil {
+			out := make([]epk.Range, len(frs))
+			for i, f := range frs {
+				out[i] = epk.Range{Min: f.MinInclusive, Max: normMax(f.MaxExclusive)}
+			}
+			return out, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		r.p.stats.readErrors.Add(1)
+		d := retryDelay(err, bo)
+		r.logRetry("read partition key ranges", err, d)
+		if err := r.sleep(ctx, d); err != nil {
+			return nil, err
+		}
+	}
+}
+
+type cycleResult struct{ docs, full bool }
+
+// cycle reads each of the lease's positions once, handing every non-empty
+// page to the handler and checkpointing after it.
+func (r *reader) cycle(ctx context.Context) (cycleResult, error) {
+	var res cycleResult
+	r.mu.Lock()
+	cur := slices.Clone(r.pos)
+	rid := r.rid
+	r.mu.Unlock()
+	for i := 0; i < len(cur); {
+		rr, err := r.read(ctx, cur[i])
+		if err != nil {
+			return res, err
+		}
+		if rr.rid != "" {
+			rid = rr.rid
+		}
+		next := slices.Concat(cur[:i:i], rr.pos, cur[i+1:])
+		if len(rr.docs) > 0 {
+			b := Batch{LeaseID: r.id, Range: rr.from, Documents: rr.docs, Continuation: encodeToken(rid, next)}
+			if err := r.deliver(ctx, b); err != nil {
+				return res, err
+			}
+			if err := r.checkpoint(ctx, b.Continuation); err != nil {
+				return res, err
+			}
+			r.p.stats.batches.Add(1)
+			r.p.stats.documents.Add(int64(len(b.Documents)))
+			res.docs = true
+			if len(rr.docs) >= int(r.p.opts.MaxItemCount) {
+				res.full = true
+			}
+		}
+		r.commit(next, rr)
+		cur = next
+		i += len(rr.pos)
+	}
+	return res, nil
+}
+
+// commit installs the positions after a page was acknowledged (or found
+// empty).
+func (r *reader) commit(ps []position, rr readResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pos = ps
+	if rr.rid != "" {
+		r.rid = rr.rid
+	}
+	r.held = nil
+	for k := range r.obs {
+		if !slices.ContainsFunc(ps, func(p position) bool { return overlaps(p.rng, k) }) {
+			delete(r.obs, k)
+		}
+	}
+}
+
+// deliver calls the handler until it accepts b, the lease is lost or the
+// processor stops.
+func (r *reader) deliver(ctx context.Context, b Batch) error {
+	r.mu.Lock()
+	r.held = describePage(b)
+	r.mu.Unlock()
+	var bo *backoff.ExponentialBackOff
+	for {
+		err := r.p.handler(ctx, b)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.p.stats.handlerErrors.Add(1)
+		if bo == nil {
+			bo = r.p.newBackOff()
+		}
+		d := bo.NextBackOff()
+		r.log.Warn("changefeed: handler failed; retrying the batch", zap.Error(err), zap.Int("documents", len(b.Documents)), zap.Duration("retry_in", d))
+		if err := r.sleep(ctx, d); err != nil {
+			return err
+		}
+	}
+}
+
+func describePage(b Batch) *inHand {
+	h := &inHand{rng: b.Range, firstLSN: -1}
+	var sys struct {
+		LSN *int64 `json:"_lsn"`
+		TS  *int64 `json:"_ts"`
+	}
+	if len(b.Documents) > 0 && json.Unmarshal(b.Documents[0], &sys) == nil {
+		if sys.LSN != nil {
+			h.firstLSN = *sys.LSN
+		}
+		if sys.TS != nil {
+			h.firstTS = time.Unix(*sys.TS, 0)
+		}
+	}
+	return h
+}
+
+// checkpoint records cont in the lease, retrying transient failures. If the
+// processor is stopping (but the lease is still held) it makes one attempt
+// on a detached context, so an acknowledged batch is not redelivered.
+func (r *reader) checkpoint(ctx context.Context, cont string) error {
+	var bo *backoff.ExponentialBackOff
+	for {
+		if ctx.Err() != nil {
+			select {
+			case <-r.lease.Done():
+			default:
+				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCheckpointTimeout)
+				if r.lease.Checkpoint(fctx, cont) == nil {
+					r.p.stats.checkpoints.Add(1)
+				}
+				cancel()
+			}
+			return ctx.Err()
+		}
+		err := r.lease.Checkpoint(ctx, cont)
+		if err == nil {
+			r.p.stats.checkpoints.Add(1)
+			return nil
+		}
+		if errors.Is(err, ErrLeaseLost) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.p.stats.checkpointErrors.Add(1)
+		if bo == nil {
+			bo = r.p.newBackOff()
+		}
+		d := bo.NextBackOff()
+		r.log.Warn("changefeed: checkpoint failed; retrying", zap.Error(err), zap.Duration("retry_in", d))
+		if err := r.sleep(ctx, d); err != nil {
+			return err
+		}
+	}
+}
+
+// read reads one page at pos, retrying failures with backoff (honouring the
+// service's retry-after) until it succeeds or ctx ends. Nothing is given up
+// while the lease is held: an error that retrying cannot fix (the container
+// was deleted, say) is logged at Error level at every attempt.
+func (r *reader) read(ctx context.Context, pos position) (readResult, error) {
+	var bo *backoff.ExponentialBackOff
+	for {
+		rr, err := r.p.readPage(ctx, r.currentRID(), pos, r.p.opts.MaxItemCount)
+		if err == nil {
+			if rr.latest >= 0 {
+				r.mu.Lock()
+				r.obs[rr.from] = observation{latest: rr.latest, at: r.p.opts.Clock.Now()}
+				r.mu.Unlock()
+			}
+			return rr, nil
+		}
+		if ctx.Err() != nil {
+			return rr, ctx.Err()
+		}
+		r.p.stats.readErrors.Add(1)
+		if bo == nil {
+			bo = r.p.newBackOff()
+		}
+		d := retryDelay(err, bo)
+		r.logRetry("read change feed", err, d)
+		if err := r.sleep(ctx, d); err != nil {
+			return rr, err
+		}
+	}
+}
+
+func (r *reader) currentRID() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rid
+}
+
+func (r *reader) logRetry(what string, err error, d time.Duration) {
+	f := []zap.Field{zap.Error(err), zap.Duration("retry_in", d)}
+	if transient(err) {
+		r.log.Warn("changefeed: "+what+" failed; retrying", f...)
+	} else {
+		r.log.Error("changefeed: "+what+" failed and retrying is unlikely to help; retrying anyway while the lease is held", f...)
+	}
+}
+
+type readResult struct {
+	rid    string
+	pos    []position // replacement for the position read (several after a split)
+	from   epk.Range  // the sub-range the page came from
+	docs   []json.RawMessage
+	latest int64 // the partition's latest LSN, -1 if unknown
+	status int
+}
+
+// Change-feed request headers narrowing a read to an EPK sub-range of a
+// physical partition, as the .NET and Java SDKs send them. azcosmos v1.5.0
+// resolves a FeedRange to whole physical partitions and sends neither, so
+// without them a lease on part of a partition would receive the whole
+// partition's changes.
+const (
+	headerStartEPK    = "x-ms-start-epk"
+	headerEndEPK      = "x-ms-end-epk"
+	headerReadKeyType = "x-ms-read-key-type"
+	readKeyTypeEPK    = "EffectivePartitionKeyRange"
+	headerSession     = "x-ms-session-token"
+)
+
+// readPage makes one ReadChangeFeed call for pos alone. The SDK resolves
+// the position to its physical partition through its routing-map cache; if
+// the partition has split it gets 410/1002, refreshes the map and reads the
+// children (each inheriting the position's continuation), which come back
+// as several positions.
+func (p *Processor) readPage(ctx context.Context, rid string, pos position, maxItems int32) (readResult, error) {
+	res := readResult{latest: -1, from: pos.rng}
+	ctx, cancel := context.WithTimeout(ctx, p.opts.ReadTimeout)
+	defer cancel()
+	tok := encodeToken(rid, []position{pos})
+	o := &azcosmos.ChangeFeedOptions{MaxItemCount: maxItems, Continuation: &tok}
+	if pos.etag == "" && p.opts.StartFrom.kind == startTime {
+		t := p.opts.StartFrom.t
+		o.StartFrom = &t
+	}
+	if !p.isPhysical(ctx, pos.rng) {
+		h := http.Header{}
+		h.Set(headerStartEPK, pos.rng.Min)
+		h.Set(headerEndEPK, pos.rng.Max)
+		h.Set(headerReadKeyType, readKeyTypeEPK)
+		ctx = policy.WithHTTPHeader(ctx, h)
+	}
+	p.stats.reads.Add(1)
+	resp, err := p.container.ReadChangeFeed(ctx, o)
+	if err != nil {
+		return res, err
+	}
+	p.stats.chargeMilli.Add(int64(math.Round(float64(resp.RequestCharge) * 1000)))
+	rid2, ps, err := decodeToken(resp.ContinuationToken)
+	if err != nil {
+		return res, fmt.Errorf("changefeed: unexpected continuation from ReadChangeFeed: %w", err)
+	}
+	ps = clampPositions(ps, pos.rng)
+	if len(ps) == 0 {
+		return res, fmt.Errorf("changefeed: ReadChangeFeed returned a continuation outside [%s, %s)", pos.rng.Min, pos.rng.Max)
+	}
+	res.rid, res.pos = rid2, ps
+	if resp.FeedRange != nil {
+		if x, ok := intersect(epk.Range{Min: resp.FeedRange.MinInclusive, Max: normMax(resp.FeedRange.MaxExclusive)}, pos.rng); ok {
+			res.from = x
+		}
+	}
+	if raw := resp.RawResponse; raw != nil {
+		res.status = raw.StatusCode
+		if n, ok := sessionLSN(raw.Header.Get(headerSession)); ok {
+			res.latest = n
+		}
+	}
+	if len(resp.Items) == 0 {
+		p.stats.emptyReads.Add(1)
+		return res, nil
+	}
+	res.docs = make([]json.RawMessage, len(resp.Items))
+	for i, it := range resp.Items {
+		res.docs[i] = it
+	}
+	return res, nil
+}
+
+// isPhysical reports whether r is exactly one physical partition in the
+// SDK's cached routing map (no request unless the cache is cold). Such a
+// read needs no EPK narrowing; when in doubt the headers are sent.
+func (p *Processor) isPhysical(ctx context.Context, r epk.Range) bool {
+	frs, err := p.container.ReadFeedRanges(ctx, nil)
+	if err != nil {
+		return false
+	}
+	for _, f := range frs {
+		if epk.Compare(f.MinInclusive, r.Min) == 0 && epk.Compare(normMax(f.MaxExclusive), r.Max) == 0 {
+			return true
+		}
+	}
+	return false
+}
