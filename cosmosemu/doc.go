@@ -21,8 +21,8 @@
 //     control characters rejected, so ids the service accepts on create but
 //     cannot address answer 401/400 as on the service.
 //   - Database account (single region, endpoint 127.0.0.1), databases,
-//     containers (Hash v1/v2 and MultiHash keys, indexing policy stored and
-//     returned), offers (manual and autoscale, read/replace through the
+//     containers (Hash v1/v2 and MultiHash keys, indexing policy stored,
+//     returned and enforced on queries, see below), offers (manual and autoscale, read/replace through the
 //     offers feed as the SDK does), partition key ranges (incremental
 //     If-None-Match/A-IM feed; PartitionCount ranges per container, default
 //     4, split evenly over the EPK space).
@@ -55,6 +55,42 @@
 //     (the EPK spans left and the position in the current one) that are
 //     stable under concurrent writes and across splits; query and index
 //     metrics headers.
+//   - Indexing policy enforcement on document queries, as the service
+//     serves them from the index (replacing a container's policy takes
+//     effect at once, with no index transformation period). With
+//     consistent (or lazy) indexing, a query whose WHERE clause reads a
+//     path the policy does not index answers 400 "An invalid query has been
+//     specified with filters against path(s) excluded from indexing.
+//     Consider adding allow scan header in the request." unless the request
+//     allows a scan (x-ms-documentdb-query-enable-scan: true, or
+//     x-ms-documentdb-force-query-scan: true, which the Go SDK sends for
+//     QueryOptions.EnableScanInQuery). The paths read are every property
+//     path in the WHERE expression: comparison, IN, BETWEEN and LIKE
+//     operands, function arguments (IS_DEFINED(c.a), STARTSWITH(c.a, ...),
+//     LOWER(c.a) = ...), bare booleans; ARRAY_CONTAINS(c.arr, x) reads the
+//     elements (/arr/[]); JOIN aliases resolve to their array (/tags/[]);
+//     SELECT paths never count. /id and /_ts are always indexed; the
+//     partition key path is not (the service documents that it must be
+//     included when "/*" is excluded). A path is indexed when the most
+//     precise matching policy path is an included one: "/a/?" matches /a
+//     exactly, "/a/*" matches /a and below, "/*" everything, "[]" any array
+//     element; deeper paths are more precise and, at equal depth, "/?"
+//     beats "/*"; a path in both lists counts as excluded. ORDER BY is
+//     checked whatever the scan headers say: one key must be indexed (400
+//     "The index path corresponding to the specified order-by item is
+//     excluded."); two or more need a composite index with the same paths
+//     in the same sequence and the same direction on every path or the
+//     opposite one on every path (400 "The order by query does not have a
+//     corresponding composite index that it can be served from."), so the
+//     default policy, which has none, refuses them too. With indexing mode
+//     none, a query with a WHERE clause (even on id) needs a scan and one
+//     with ORDER BY is refused. Sub-status 0 throughout. Point reads, the
+//     change feed, read feeds and ReadMany under policies that index the
+//     partition key are unaffected. The per-document
+//     x-ms-indexing-directive, automatic:false, spatial, vector, full-text
+//     and tuple indexes and composite indexes for filters are not modelled.
+//     The service's documentation also shows filters on excluded paths
+//     served by a costly scan; refusing them is the stricter reading.
 //   - Change feed, latest-version mode: per range, per partition key or per
 //     EPK sub-range; continuation by LSN ETag / If-None-Match, from the
 //     beginning, from now ("*") or from a time (If-Modified-Since); ordered

@@ -322,6 +322,11 @@ func (s *Server) runDocQuery(ctx context.Context, req *Request, qr *queryRequest
 	if !safe && len(sc.overlapping(sc.rng.Min, sc.rng.Max)) > 1 {
 		return nil, newErrSub(http.StatusBadRequest, subStatusCrossPartitionNotServable, msgCrossPartitionQuery)
 	}
+	if req.Operation == OpQuery {
+		if err := t.coll.indexing().checkIndexing(qr.q, h); err != nil {
+			return nil, err
+		}
+	}
 	hash := queryHash(qr.text, sc.pkKey, namedID)
 	var cont queryCont
 	ct := h.Get("x-ms-continuation")

@@ -276,6 +276,7 @@ func (s *Server) handleContainer(req *Request) (*Response, *apiError) {
 			return nil, errPrecondition()
 		}
 		c.props = containerProps(body)
+		c.policy = parseIndexPolicy(c.props)
 		c.etag = s.store.newETag()
 		c.ts = nowUnix()
 		c.mu.Unlock()

@@ -80,8 +80,9 @@ type container struct {
 	ridRaw  []byte
 	seq     uint64
 
-	mu          sync.RWMutex // guards props, pkDef, ts, etag, parts, rangesLSN, nextRangeID
+	mu          sync.RWMutex // guards props, policy, pkDef, ts, etag, parts, rangesLSN, nextRangeID
 	props       map[string]any
+	policy      *indexPolicy // parsed props["indexingPolicy"]
 	pkDef       pkDefinition
 	ts          int64
 	etag        string
@@ -248,7 +249,7 @@ func (s *store) createContainer(db *database, id string, props map[string]any, d
 	raw[7] = byte(0x60 + n%32)
 	c := &container{
 		db: db, id: id, ridRaw: raw, rid: encodeRID(raw), seq: s.creation.Add(1),
-		props: props, pkDef: def, ts: nowUnix(), etag: s.newETag(),
+		props: props, policy: parseIndexPolicy(props), pkDef: def, ts: nowUnix(), etag: s.newETag(),
 	}
 	ranges := epk.SplitEven(s.partitionCount)
 	c.rangesLSN = 1
@@ -305,6 +306,13 @@ func (c *container) definition() pkDefinition {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.pkDef
+}
+
+// indexing returns the container's current indexing policy.
+func (c *container) indexing() *indexPolicy {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.policy
 }
 
 // partitionFor returns the physical partition owning an EPK.

@@ -185,6 +185,7 @@ func compile(st *selectStmt) (*Query, error) {
 
 	q.aggs = c.aggs
 	q.paramNames = c.paramNames
+	q.indexPaths(st)
 	q.features = Features{
 		OrderBy:     len(q.orderBy) > 0,
 		Top:         q.top != nil,

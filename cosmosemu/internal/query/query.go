@@ -59,6 +59,9 @@ type Query struct {
 	paramNames []string
 	whereAST   *node  // for PartitionKeyFilter
 	rootAlias  string // alias bound to the whole document, "" if none
+
+	filterPaths [][]string // document paths the WHERE clause reads
+	orderKeys   []OrderKey // ORDER BY keys as document paths
 }
 
 // Parse parses and compiles a query text. On failure it returns an *Error:
