@@ -1,0 +1,260 @@
+package leasestore
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/durafeed/durafeed/internal/epk"
+	"go.uber.org/zap"
+)
+
+// Defaults applied by New to zero-valued Options fields.
+const (
+	// DefaultPartitionKeyValue is the reserved logical partition holding
+	// every lease and heartbeat document.
+	DefaultPartitionKeyValue = "$leases"
+	// DefaultLeaseExpiry is how long a replica's heartbeat may stay
+	// unchanged, on an observer's own monotonic clock, before the observer
+	// considers the replica dead and takes its leases. A crashed replica's
+	// leases are therefore taken after about 10 s.
+	DefaultLeaseExpiry = 10 * time.Second
+	// DefaultHeartbeatDivisor gives the default HeartbeatInterval as
+	// LeaseExpiry / 5 (2 s): one heartbeat write per replica every 2 s,
+	// 30 writes a minute (150 RU a minute at 5 RU a small write).
+	DefaultHeartbeatDivisor = 5
+	// DefaultWatchActiveDelay is the pause between reads of the lease
+	// partition's change feed while lease or membership changes flow.
+	DefaultWatchActiveDelay = 50 * time.Millisecond
+	// DefaultWatchIdleCeiling is the longest pause between reads of the
+	// lease partition's change feed when nothing changes: two requests a
+	// second, 120 a minute, mostly 304s at 1 RU (a page carrying another
+	// replica's heartbeat costs about 2.4 RU). It bounds how long a
+	// graceful hand-off, a join or a steal request waits to be seen.
+	DefaultWatchIdleCeiling = 500 * time.Millisecond
+	// DefaultBlocks and DefaultSlots are durafeed's lease layout: 16 leases
+	// of 16 consecutive dispatch slots each, out of 256.
+	DefaultBlocks = 16
+	// DefaultSlots is the dispatch slot count of durafeed (see DefaultBlocks).
+	DefaultSlots = 256
+	// resyncPeriods is how many heartbeat intervals pass between two full
+	// re-reads of the lease partition (the watch's safety net).
+	resyncPeriods = 5
+)
+
+// Options configures a Store. Every field has a documented default except
+// that PartitionKey must name the container's partition key path unless the
+// container's own definition is to be used.
+type Options struct {
+	// ReplicaID names this replica in lease documents ("owner") and in its
+	// heartbeat document id ("owner:<ReplicaID>"). It must be unique among
+	// running processes: Run waits while another process's heartbeat under
+	// this id is live (it joins once that heartbeat has been unchanged for
+	// LeaseExpiry, e.g. after a crash, and then claims the leases still
+	// naming the id) and fails with ErrDuplicateReplica if it keeps
+	// changing. After a Release the id is free at once. At most 200 bytes,
+	// no '/', '\\', '?', '#' or control characters. Default: the host name
+	// and 8 random hex digits.
+	ReplicaID string
+
+	// PartitionKey is the container's partition key path, e.g. "/instanceId"
+	// (durafeed's). Only single, top-level paths are supported. Default: the
+	// path of the container's definition (read once at Run); when set it
+	// must match that definition.
+	PartitionKey string
+
+	// PartitionKeyValue is the logical partition reserved for lease and
+	// heartbeat documents. Default "$leases".
+	PartitionKeyValue string
+
+	// Ranges are the EPK ranges of the leases: lease i covers Ranges[i].
+	// They must be non-empty and must not overlap. Default
+	// SlotBlocks(DefaultBlocks, DefaultSlots). Every replica must use the
+	// same ranges; Run fails with ErrRangesMismatch otherwise.
+	Ranges []epk.Range
+
+	// LeaseExpiry is how long an observer waits, on its own monotonic clock,
+	// after last seeing another replica's heartbeat change before taking its
+	// leases. Default 10 s.
+	LeaseExpiry time.Duration
+
+	// HeartbeatInterval is the period of this replica's heartbeat write.
+	// Default LeaseExpiry/5; at most LeaseExpiry/2. A replica that has not
+	// written its heartbeat successfully for LeaseExpiry - HeartbeatInterval
+	// closes Done of all its leases (self-fencing), before anyone else may
+	// take them.
+	HeartbeatInterval time.Duration
+
+	// WatchActiveDelay is the pause between change-feed reads of the lease
+	// partition while changes flow. Default 50 ms.
+	WatchActiveDelay time.Duration
+
+	// WatchIdleCeiling is the longest pause between change-feed reads of the
+	// lease partition; the pause doubles from WatchActiveDelay after every
+	// read without lease or membership changes. Default 500 ms.
+	WatchIdleCeiling time.Duration
+
+	// Logger receives operational logs. Default zap.NewNop().
+	Logger *zap.Logger
+
+	// OnChange, when set, is called for every ownership change of this
+	// replica: a lease acquired (before it is delivered on Acquired) or
+	// lost (after its Done is closed). It is called synchronously with the
+	// Store's lock held, in the order the changes happen, so it must return
+	// quickly and must not call the Store; hand the event to another
+	// goroutine (e.g. to start a catch-up scan of a newly acquired slot
+	// block).
+	OnChange func(Event)
+
+	// WallClock is the wall-clock source used only for informational
+	// timestamps written into documents (checkpointAt, acquiredAt,
+	// writtenAt). Liveness never reads it: expiry is measured on the
+	// monotonic clock of the observing process. Default time.Now.
+	WallClock func() time.Time
+}
+
+// SlotBlocks splits slots dispatch slots (a power of two up to
+// epk.MaxSlots) into blocks contiguous EPK ranges of slots/blocks slots each,
+// in ascending order, using epk.SlotRange: block i covers slots
+// i*slots/blocks .. (i+1)*slots/blocks-1. It returns nil unless blocks is
+// between 1 and slots and divides slots.
+func SlotBlocks(blocks, slots int) []epk.Range {
+	if epk.CheckSlots(slots) != nil || blocks < 1 || blocks > slots || slots%blocks != 0 {
+		return nil
+	}
+	per := slots / blocks
+	out := make([]epk.Range, blocks)
+	for i := range out {
+		out[i] = epk.SlotRange(i*per, (i+1)*per-1, slots)
+	}
+	return out
+}
+
+// reservedProps are document properties the store writes itself; the
+// partition key property must not be one of them.
+var reservedProps = map[string]bool{
+	"id": true, "type": true, "index": true, "range": true, "owner": true,
+	"epoch": true, "rev": true, "continuation": true, "checkpointAt": true,
+	"acquiredAt": true, "stealBy": true, "replica": true, "incarnation": true,
+	"seq": true, "state": true, "expiredBy": true, "writtenAt": true,
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.ReplicaID == "" {
+		host, _ := os.Hostname()
+		host = strings.Map(func(r rune) rune {
+			if r == '/' || r == '\\' || r == '?' || r == '#' || unicode.IsControl(r) || unicode.IsSpace(r) {
+				return '-'
+			}
+			return r
+		}, host)
+		if len(host) > 100 {
+			host = host[:100]
+		}
+		if host == "" {
+			host = "replica"
+		}
+		o.ReplicaID = host + "-" + randomHex(4)
+	}
+	if err := checkReplicaID(o.ReplicaID); err != nil {
+		return o, err
+	}
+	if o.PartitionKey != "" {
+		if _, err := pkProperty(o.PartitionKey); err != nil {
+			return o, err
+		}
+	}
+	if o.PartitionKeyValue == "" {
+		o.PartitionKeyValue = DefaultPartitionKeyValue
+	}
+	if o.Ranges == nil {
+		o.Ranges = SlotBlocks(DefaultBlocks, DefaultSlots)
+	}
+	if err := checkRanges(o.Ranges); err != nil {
+		return o, err
+	}
+	if o.LeaseExpiry == 0 {
+		o.LeaseExpiry = DefaultLeaseExpiry
+	}
+	if o.LeaseExpiry < 0 {
+		return o, fmt.Errorf("leasestore: LeaseExpiry %v is negative", o.LeaseExpiry)
+	}
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = o.LeaseExpiry / DefaultHeartbeatDivisor
+	}
+	if o.HeartbeatInterval <= 0 || o.HeartbeatInterval > o.LeaseExpiry/2 {
+		return o, fmt.Errorf("leasestore: HeartbeatInterval %v must be positive and at most LeaseExpiry/2 (%v)", o.HeartbeatInterval, o.LeaseExpiry/2)
+	}
+	if o.WatchActiveDelay == 0 {
+		o.WatchActiveDelay = DefaultWatchActiveDelay
+	}
+	if o.WatchIdleCeiling == 0 {
+		o.WatchIdleCeiling = DefaultWatchIdleCeiling
+	}
+	if o.WatchActiveDelay < 0 || o.WatchIdleCeiling < o.WatchActiveDelay {
+		return o, fmt.Errorf("leasestore: need 0 <= WatchActiveDelay (%v) <= WatchIdleCeiling (%v)", o.WatchActiveDelay, o.WatchIdleCeiling)
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.WallClock == nil {
+		o.WallClock = time.Now
+	}
+	return o, nil
+}
+
+func checkReplicaID(id string) error {
+	if len(id) > 200 {
+		return fmt.Errorf("leasestore: ReplicaID is %d bytes, at most 200 allowed", len(id))
+	}
+	if strings.TrimSpace(id) != id {
+		return fmt.Errorf("leasestore: ReplicaID %q has leading or trailing spaces", id)
+	}
+	for _, r := range id {
+		if r == '/' || r == '\\' || r == '?' || r == '#' || unicode.IsControl(r) {
+			return fmt.Errorf("leasestore: ReplicaID %q contains %q, which a document id cannot hold", id, r)
+		}
+	}
+	return nil
+}
+
+// pkProperty returns the property name of a top-level partition key path.
+func pkProperty(path string) (string, error) {
+	name, ok := strings.CutPrefix(path, "/")
+	if !ok || name == "" || strings.ContainsAny(name, `/"'[]\`) {
+		return "", fmt.Errorf("leasestore: partition key path %q is not a single top-level path like \"/instanceId\"", path)
+	}
+	if reservedProps[name] {
+		return "", fmt.Errorf("leasestore: partition key property %q collides with a lease document property", name)
+	}
+	return name, nil
+}
+
+func checkRanges(rs []epk.Range) error {
+	if len(rs) == 0 {
+		return errors.New("leasestore: no lease ranges (Options.Ranges is empty; SlotBlocks returns nil for invalid arguments)")
+	}
+	for i, r := range rs {
+		if epk.Compare(r.Min, r.Max) >= 0 {
+			return fmt.Errorf("leasestore: Ranges[%d] [%q, %q) is empty", i, r.Min, r.Max)
+		}
+		for j := 0; j < i; j++ {
+			q := rs[j]
+			if epk.Compare(r.Min, q.Max) < 0 && epk.Compare(q.Min, r.Max) < 0 {
+				return fmt.Errorf("leasestore: Ranges[%d] and Ranges[%d] overlap", j, i)
+			}
+		}
+	}
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,605 @@
+package leasestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"github.com/durafeed/durafeed/changefeed"
+	"github.com/durafeed/durafeed/cosmosemu"
+	"github.com/durafeed/durafeed/internal/epk"
+	"github.com/stretchr/testify/require"
+)
+
+// generous bounds a wait that only guards against hanging.
+const generous = 20 * time.Second
+
+func heldBy(h map[int]string, instance string) []int {
+	var out []int
+	for i, who := range h {
+		if who == instance {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// firstAcquiredAfter returns the first acquisition of lease i logged after
+// seq, by anyone.
+func firstAcquiredAfter(entries []entry, seq int64, i int) (entry, bool) {
+	for _, e := range entries {
+		if e.seq > seq && e.ev.Kind == EventAcquired && e.ev.Lease.Index == i {
+			return e, true
+		}
+	}
+	return entry{}, false
+}
+
+// lastHeartbeat returns when the last successful heartbeat write of
+// replica id arrived at the emulator.
+func lastHeartbeat(ws []write, id string) time.Time {
+	var last time.Time
+	for _, w := range ws {
+		if w.doc == ownerID(id) && w.op == cosmosemu.OpReplace && w.status == 200 {
+			last = w.at
+		}
+	}
+	return last
+}
+
+func TestThreeStoresBalance(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b, c := e.start("a", relaxed), e.start("b", relaxed), e.start("c", relaxed)
+	e.log.waitFor(t, generous, "three-way balance", balanced(16, names(a, b, c)...))
+	checkNoOverlap(t, e.log.snapshot())
+
+	// Owned agrees with the log, Members with the heartbeats.
+	total := 0
+	for _, n := range []*node{a, b, c} {
+		owned := n.s.Owned()
+		require.GreaterOrEqual(t, len(owned), 5)
+		require.LessOrEqual(t, len(owned), 6)
+		for _, li := range owned {
+			require.Equal(t, n.s.ReplicaID(), li.Owner)
+			require.Equal(t, leaseID(li.Index), li.ID)
+			require.Equal(t, SlotBlocks(16, 256)[li.Index], li.Range)
+		}
+		total += len(owned)
+		require.Eventually(t, func() bool {
+			return fmt.Sprint(n.s.Members()) == "[a b c]"
+		}, generous, 5*time.Millisecond)
+	}
+	require.Equal(t, 16, total)
+
+	// Every lease document agrees with the log.
+	h := holders(e.log.snapshot())
+	cl := e.container(nil)
+	for i := 0; i < 16; i++ {
+		d, _ := readLease(t, cl, i)
+		require.Equal(t, strings.Split(h[i], "#")[0], d.Owner, "lease %d", i)
+	}
+}
+
+func TestStoppedStoreLeasesTakenAfterExpiry(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b, c := e.start("a", nil), e.start("b", nil), e.start("c", nil)
+	e.log.waitFor(t, generous, "three-way balance", balanced(16, names(a, b, c)...))
+	before := e.log.snapshot()
+	mark := before[len(before)-1].seq
+	victims := heldBy(holders(before), c.name)
+	require.NotEmpty(t, victims)
+
+	c.stop() // no Release: its documents keep naming it
+	stopped := time.Now()
+	e.log.waitFor(t, generous, "c's leases moved to a and b", balanced(16, names(a, b)...))
+
+	entries := e.log.snapshot()
+	checkNoOverlap(t, entries)
+	hb := lastHeartbeat(e.rec.snapshot(), "c")
+	require.False(t, hb.IsZero())
+	var slowest time.Duration
+	for _, i := range victims {
+		got, ok := firstAcquiredAfter(entries, mark, i)
+		require.True(t, ok)
+		require.NotEqual(t, c.name, got.instance)
+		// Never while c's heartbeat was still changing: a full expiry
+		// after its last heartbeat write reached the emulator.
+		require.GreaterOrEqual(t, got.at.Sub(hb), testExpiry, "lease %d taken %v after c's last heartbeat", i, got.at.Sub(hb))
+		slowest = max(slowest, got.at.Sub(stopped))
+	}
+	t.Logf("leases of a stopped store taken %v after the stop (expiry %v, watch ceiling %v)", slowest, testExpiry, testCeiling)
+	// Within the expiry plus a watch period; the margin absorbs a loaded
+	// machine (this is the explicit take-over figure).
+	require.Less(t, slowest, testExpiry+testCeiling+testExpiry)
+}
+
+func TestReleaseHandsOffWithinOneSecond(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	defaults := func(o *Options) {
+		o.LeaseExpiry, o.HeartbeatInterval, o.WatchActiveDelay, o.WatchIdleCeiling = 0, 0, 0, 0
+	}
+	a, b, c := e.start("a", defaults), e.start("b", defaults), e.start("c", defaults)
+	e.log.waitFor(t, 60*time.Second, "three-way balance", balanced(16, names(a, b, c)...))
+	// Let the watchers fall back to their idle polling.
+	time.Sleep(2 * DefaultWatchIdleCeiling)
+
+	before := e.log.snapshot()
+	mark := before[len(before)-1].seq
+	moving := heldBy(holders(before), c.name)
+	start := time.Now()
+	require.NoError(t, c.s.Release(context.Background()))
+	released := time.Since(start)
+	e.log.waitFor(t, generous, "c's leases handed to a and b", balanced(16, names(a, b)...))
+	handedOff := time.Since(start)
+	require.NoError(t, <-c.done, "Run returns nil after Release")
+	c.done <- nil
+
+	entries := e.log.snapshot()
+	checkNoOverlap(t, entries)
+	// c closed Done of every lease before anyone acquired it.
+	for _, i := range moving {
+		got, ok := firstAcquiredAfter(entries, mark, i)
+		require.True(t, ok)
+		var lost int64 = -1
+		for _, en := range entries {
+			if en.seq > mark && en.instance == c.name && en.ev.Kind == EventLost && en.ev.Lease.Index == i {
+				require.Equal(t, ReasonReleased, en.ev.Reason)
+				lost = en.seq
+			}
+		}
+		require.Greater(t, got.seq, lost)
+		require.GreaterOrEqual(t, lost, int64(0))
+	}
+	// The heartbeat document is gone.
+	_, err := e.container(nil).ReadItem(context.Background(), azcosmos.NewPartitionKeyString("$leases"), ownerID("c"), nil)
+	require.Equal(t, 404, statusOf(err))
+	t.Logf("Release returned after %v; %d leases acquired by others %v after Release began (defaults)", released, len(moving), handedOff)
+	require.Less(t, handedOff, time.Second, "graceful hand-off at the defaults")
+	require.Eventually(t, func() bool { return fmt.Sprint(a.s.Members()) == "[a b]" }, generous, 10*time.Millisecond)
+}
+
+func TestJoinGetsShareWithinTwoHeartbeats(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// A longer heartbeat than the other tests, so that two periods leave
+	// room for a loaded machine; the watch settings stay short.
+	hb := 400 * time.Millisecond
+	slow := func(o *Options) { o.HeartbeatInterval, o.LeaseExpiry = hb, 5*hb }
+	a, b, c := e.start("a", slow), e.start("b", slow), e.start("c", slow)
+	e.log.waitFor(t, generous, "three-way balance", balanced(16, names(a, b, c)...))
+	time.Sleep(4 * testCeiling) // idle watchers
+
+	started := time.Now()
+	d := e.start("d", slow)
+	e.log.waitFor(t, generous, "d's share", func(h map[int]string) bool { return len(heldBy(h, d.name)) >= 16/4 })
+	got := time.Now()
+	e.log.waitFor(t, generous, "four-way balance", balanced(16, names(a, b, c, d)...))
+	checkNoOverlap(t, e.log.snapshot())
+	// The join is d's registration (the sending of its first heartbeat).
+	d.s.mu.Lock()
+	require.True(t, d.s.registered)
+	joined := d.s.firstBeat
+	d.s.mu.Unlock()
+	t.Logf("joining store held its share (%d leases) %v after registering, %v after starting (heartbeat %v)", 16/4, got.Sub(joined), got.Sub(started), hb)
+	require.Less(t, got.Sub(joined), 2*hb)
+	// Every move to d was a consented steal: its previous holder handed
+	// it off.
+	for _, en := range e.log.snapshot() {
+		if en.ev.Kind == EventLost && en.instance != d.name {
+			require.Equal(t, ReasonHandedOff, en.ev.Reason, "%+v", en)
+		}
+	}
+}
+
+func TestReplicaIDReuse(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b := e.start("a", nil), e.start("b", nil)
+	e.log.waitFor(t, generous, "two-way balance", balanced(16, names(a, b)...))
+
+	// After a Release the id is free at once.
+	require.NoError(t, a.s.Release(context.Background()))
+	a.stop()
+	began := time.Now()
+	a2 := e.start("a", nil)
+	e.log.waitFor(t, generous, "two-way balance", balanced(16, names(a2, b)...))
+	a2.s.mu.Lock()
+	joined := a2.s.firstBeat
+	a2.s.mu.Unlock()
+	require.Less(t, joined.Sub(began), testExpiry, "no wait after a graceful release")
+
+	// After a crash, the restarted replica waits for its predecessor's
+	// heartbeat to expire, then claims what still names it.
+	a2.stop()
+	stopped := time.Now()
+	a3 := e.start("a", nil)
+	e.log.waitFor(t, generous, "two-way balance", balanced(16, names(a3, b)...))
+	a3.s.mu.Lock()
+	joined = a3.s.firstBeat
+	a3.s.mu.Unlock()
+	var last time.Time // a2's last heartbeat
+	for _, w := range e.rec.snapshot() {
+		if w.doc == ownerID("a") && w.op == cosmosemu.OpReplace && w.status == 200 && w.at.Before(stopped) {
+			last = w.at
+		}
+	}
+	require.GreaterOrEqual(t, joined.Sub(last), testExpiry, "joined only once the old heartbeat expired")
+	checkNoOverlap(t, e.log.snapshot())
+
+	// A second process under a live id is refused and never acquires.
+	mark := len(e.log.snapshot())
+	dup := e.start("a", nil)
+	err := <-dup.done
+	dup.done <- nil
+	require.ErrorIs(t, err, ErrDuplicateReplica)
+	for _, en := range e.log.snapshot()[mark:] {
+		require.NotEqual(t, dup.name, en.instance)
+		require.NotEqual(t, a3.name, en.instance, "the running holder of the id is undisturbed")
+	}
+	require.NotEmpty(t, a3.s.Owned())
+}
+
+func TestRangesMismatch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.start("a", relaxed)
+	e.log.waitFor(t, generous, "a holds all", balanced(16, a.name))
+	different := SlotBlocks(16, 256)
+	different[3] = SlotBlocks(32, 256)[6] // half of block 3
+	for name, rs := range map[string][]epk.Range{
+		"fewer":     SlotBlocks(8, 256),
+		"different": different,
+	} {
+		o := testOptions("x-" + name)
+		o.Ranges = rs
+		s, err := New(e.container(nil), o)
+		require.NoError(t, err)
+		err = s.Run(context.Background())
+		require.ErrorIs(t, err, ErrRangesMismatch, name)
+		t.Logf("%s: %v", name, err)
+		_, open := <-s.Acquired()
+		require.False(t, open, "Acquired is closed when Run returns")
+	}
+	require.Len(t, a.s.Owned(), 16, "the running store is undisturbed")
+}
+
+func TestCompareAndSwapRaceOneWinner(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	for round := 0; round < 10; round++ {
+		pkv := fmt.Sprintf("$leases-%d", round)
+		var stores []*Store
+		for _, id := range []string{"a", "b"} {
+			o := testOptions(id)
+			o.LeaseExpiry, o.HeartbeatInterval = 0, 0 // defaults: no heartbeat loop runs here
+			o.PartitionKeyValue = pkv
+			o.Ranges = SlotBlocks(1, 256)
+			s, err := New(e.container(nil), o)
+			require.NoError(t, err)
+			require.NoError(t, s.setup(ctx))
+			stores = append(stores, s)
+		}
+		// Both decided from the same version of the free lease.
+		acts := make([]action, 2)
+		for k, s := range stores {
+			s.mu.Lock()
+			as, _ := s.planLocked(time.Now())
+			s.mu.Unlock()
+			require.Len(t, as, 1)
+			require.Equal(t, actAcquire, as[0].kind)
+			acts[k] = as[0]
+		}
+		require.Equal(t, acts[0].etag, acts[1].etag)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for k, s := range stores {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				s.acquire(ctx, acts[k])
+			}()
+		}
+		close(start)
+		wg.Wait()
+		winners := 0
+		for _, s := range stores {
+			winners += len(s.Owned())
+		}
+		require.Equal(t, 1, winners, "round %d", round)
+		resp, err := e.container(nil).ReadItem(ctx, azcosmos.NewPartitionKeyString(pkv), leaseID(0), nil)
+		require.NoError(t, err)
+		d, err := decodeDoc(resp.Value)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), d.lease.Epoch, "one ownership change")
+		for _, s := range stores {
+			if len(s.Owned()) == 1 {
+				require.Equal(t, s.id, d.lease.Owner)
+			} else {
+				s.mu.Lock()
+				seen := s.leases[0].doc
+				s.mu.Unlock()
+				require.Equal(t, d.lease.Owner, seen.Owner, "the loser re-read the document")
+			}
+		}
+	}
+}
+
+func TestRacingStartsOneHolder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	one := func(o *Options) { relaxed(o); o.Ranges = SlotBlocks(1, 256) }
+	var ns []*node
+	for i := 0; i < 4; i++ {
+		ns = append(ns, e.start(fmt.Sprintf("r%d", i), one))
+	}
+	e.log.waitFor(t, generous, "one holder", func(h map[int]string) bool { return len(h) == 1 })
+	// Let every store run a few rounds.
+	time.Sleep(3 * testHeartbeat)
+	entries := e.log.snapshot()
+	checkNoOverlap(t, entries)
+	require.Len(t, entries, 1, "a single acquisition, no churn")
+	d, _ := readLease(t, e.container(nil), 0)
+	require.Equal(t, int64(1), d.Epoch)
+	_ = ns
+}
+
+func TestCheckpoint(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	two := func(o *Options) { relaxed(o); o.Ranges = SlotBlocks(2, 256) }
+	a := e.start("a", two)
+	e.log.waitFor(t, generous, "a holds both", balanced(2, a.name))
+	l1, l2 := <-a.leases, <-a.leases
+	cl := e.container(nil)
+
+	require.NoError(t, l1.Checkpoint(ctx, "c1"))
+	require.Equal(t, "c1", l1.Continuation())
+	d, _ := readLease(t, cl, idxOf(l1))
+	require.Equal(t, "c1", d.Continuation)
+	require.Equal(t, "a", d.Owner)
+
+	// An unrelated write (a steal request by a replica that is not live)
+	// does not make Checkpoint fail: it re-reads and retries.
+	mutateLease(t, cl, idxOf(l1), func(d *leaseDoc) { d.StealBy = "ghost" })
+	require.NoError(t, l1.Checkpoint(ctx, "c2"))
+	d, _ = readLease(t, cl, idxOf(l1))
+	require.Equal(t, "c2", d.Continuation)
+
+	// Someone else owns it now: Checkpoint fails with ErrLeaseLost, Done
+	// closes, the stored continuation is untouched.
+	mutateLease(t, cl, idxOf(l1), func(d *leaseDoc) { d.Owner, d.Epoch = "intruder", d.Epoch+1 })
+	err := l1.Checkpoint(ctx, "c3")
+	require.ErrorIs(t, err, changefeed.ErrLeaseLost)
+	requireClosed(t, l1.Done())
+	d, _ = readLease(t, cl, idxOf(l1))
+	require.Equal(t, "c2", d.Continuation)
+	require.Greater(t, d.Epoch, l1.(*lease).epoch) // (a may have taken it back from the heartbeat-less intruder)
+
+	// After Release: Done closed, ErrLeaseLost without a request.
+	require.NoError(t, l2.Checkpoint(ctx, "k1"))
+	require.NoError(t, a.s.Release(ctx))
+	requireClosed(t, l2.Done())
+	require.ErrorIs(t, l2.Checkpoint(ctx, "k2"), changefeed.ErrLeaseLost)
+	d, _ = readLease(t, cl, idxOf(l2))
+	require.Equal(t, "k1", d.Continuation)
+	require.Equal(t, "", d.Owner, "released with nobody live: free")
+}
+
+func idxOf(l changefeed.Lease) int { return l.(*lease).idx }
+
+// mutateLease changes lease i as another replica would: read, modify,
+// compare-and-swap, retried until it wins.
+func mutateLease(t testing.TB, c *azcosmos.ContainerClient, i int, f func(*leaseDoc)) {
+	t.Helper()
+	for {
+		d, etag := readLease(t, c, i)
+		f(&d)
+		d.Rev++
+		body, err := encodeDoc(d, "instanceId", DefaultPartitionKeyValue)
+		require.NoError(t, err)
+		_, err = c.ReplaceItem(context.Background(), azcosmos.NewPartitionKeyString(DefaultPartitionKeyValue), d.ID, body, &azcosmos.ItemOptions{IfMatchEtag: &etag})
+		if statusOf(err) == 412 {
+			continue
+		}
+		require.NoError(t, err)
+		return
+	}
+}
+
+func requireClosed(t testing.TB, ch <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(generous):
+		t.Fatal("Done not closed")
+	}
+}
+
+func TestPartitionedStoreFencesBeforeTakeOver(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b, c := e.start("a", nil), e.start("b", nil), e.start("c", nil)
+	e.log.waitFor(t, generous, "three-way balance", balanced(16, names(a, b, c)...))
+	before := e.log.snapshot()
+	mark := before[len(before)-1].seq
+	victims := heldBy(holders(before), c.name)
+
+	c.cut.Store(true) // c keeps running but reaches nothing
+	e.log.waitFor(t, generous, "c's leases moved to a and b", balanced(16, names(a, b)...))
+	entries := e.log.snapshot()
+	checkNoOverlap(t, entries)
+	for _, en := range entries {
+		if en.seq > mark && en.instance == c.name {
+			require.Equal(t, EventLost, en.ev.Kind)
+			require.Equal(t, ReasonFenced, en.ev.Reason, "c let go on its own clock")
+		}
+	}
+	for _, i := range victims {
+		got, ok := firstAcquiredAfter(entries, mark, i)
+		require.True(t, ok)
+		require.NotEqual(t, c.name, got.instance)
+	}
+
+	// Healed, c learns it was declared dead, registers anew and gets its
+	// share back through steals.
+	c.cut.Store(false)
+	e.log.waitFor(t, generous, "three-way balance again", balanced(16, names(a, b, c)...))
+	checkNoOverlap(t, e.log.snapshot())
+}
+
+// TestNoDoubleOwnershipUnderChurn stops, starts, restarts, releases and
+// partitions stores at random while consumers checkpoint, and checks in
+// the shared log that no lease ever had two believing holders.
+func TestNoDoubleOwnershipUnderChurn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	var (
+		mu      sync.Mutex
+		live    []*node
+		nextID  = 0
+		stopped []string
+		lostErr int
+		ckOK    int
+	)
+	consume := func(n *node) {
+		go func() {
+			for l := range n.leases {
+				go func() {
+					k := 0
+					for {
+						select {
+						case <-l.Done():
+							if err := l.Checkpoint(context.Background(), "after-done"); !errors.Is(err, changefeed.ErrLeaseLost) {
+								t.Errorf("checkpoint after Done: %v", err)
+							}
+							return
+						case <-time.After(15 * time.Millisecond):
+						}
+						k++
+						err := l.Checkpoint(context.Background(), fmt.Sprintf("%s/%d", n.name, k))
+						mu.Lock()
+						if err == nil {
+							ckOK++
+						} else if errors.Is(err, changefeed.ErrLeaseLost) {
+							lostErr++
+						}
+						mu.Unlock()
+					}
+				}()
+			}
+		}()
+	}
+	spawn := func(id string) {
+		n := e.start(id, nil)
+		consume(n)
+		live = append(live, n)
+	}
+	for nextID < 4 {
+		spawn(fmt.Sprintf("r%d", nextID))
+		nextID++
+	}
+	pick := func() (int, *node) { i := rng.IntN(len(live)); return i, live[i] }
+	remove := func(i int) { live = append(live[:i], live[i+1:]...) }
+	actions := map[string]int{}
+	deadline := time.Now().Add(4 * time.Second)
+	for time.Now().Before(deadline) {
+		switch k := rng.IntN(10); {
+		case k < 2 && len(live) > 2: // crash
+			i, n := pick()
+			remove(i)
+			n.stop()
+			stopped = append(stopped, n.s.ReplicaID())
+			actions["stop"]++
+		case k < 4 && len(live) < 5: // start, sometimes reusing a stopped id
+			if len(stopped) > 0 && rng.IntN(2) == 0 {
+				j := rng.IntN(len(stopped))
+				spawn(stopped[j])
+				stopped = append(stopped[:j], stopped[j+1:]...)
+				actions["restart"]++
+			} else {
+				spawn(fmt.Sprintf("r%d", nextID))
+				nextID++
+				actions["start"]++
+			}
+		case k < 5 && len(live) > 2: // graceful release
+			i, n := pick()
+			remove(i)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = n.s.Release(ctx)
+			cancel()
+			n.stop()
+			actions["release"]++
+		case k < 7: // partition for a while, healed later
+			_, n := pick()
+			if !n.cut.Load() {
+				n.cut.Store(true)
+				heal := time.Duration(rng.IntN(int(2 * testExpiry)))
+				time.AfterFunc(heal, func() { n.cut.Store(false) })
+				actions["partition"]++
+			}
+		}
+		time.Sleep(time.Duration(20+rng.IntN(130)) * time.Millisecond)
+	}
+	for _, n := range live {
+		n.cut.Store(false)
+	}
+	e.log.waitFor(t, 60*time.Second, "balance after churn", balanced(16, names(live...)...))
+	entries := e.log.snapshot()
+	checkNoOverlap(t, entries)
+	mu.Lock()
+	t.Logf("churn: %v; %d ownership changes logged, %d checkpoints, %d refused with ErrLeaseLost", actions, len(entries), ckOK, lostErr)
+	require.Positive(t, ckOK)
+	mu.Unlock()
+}
+
+func TestReleaseDuringSetupAndWithoutRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+
+	// Release before Run: Run then refuses to start.
+	s, err := New(e.container(nil), testOptions("early"))
+	require.NoError(t, err)
+	require.NoError(t, s.Release(ctx))
+	require.ErrorIs(t, s.Run(ctx), ErrReleased)
+	require.NoError(t, s.Release(ctx), "Release is idempotent")
+
+	// Release while Run cannot get through setup (unreachable service).
+	var cut atomic.Bool
+	cut.Store(true)
+	s, err = New(e.container(&cut), testOptions("stuck"))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.cancelSetup != nil
+	}, generous, time.Millisecond, "Run is in setup")
+	rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_ = s.Release(rctx) // nothing reachable: the writes fail, Run ends
+	require.NoError(t, <-done)
+
+	// Release after Run stopped hands off the leases still naming the id.
+	a, b := e.start("a", relaxed), e.start("b", relaxed)
+	e.log.waitFor(t, generous, "two-way balance", balanced(16, names(a, b)...))
+	a.stop()
+	require.NoError(t, a.s.Release(ctx))
+	e.log.waitFor(t, generous, "b holds all", balanced(16, b.name))
+	checkNoOverlap(t, e.log.snapshot())
+}
