@@ -39,4 +39,4 @@ emulator-sdk-check:
 
 ## demo: the main job; it arrives with the runtime.
 demo:
-	@echo "make demo arrives with the runtime (runtime/ and cmd/); it is not built yet." >&2; exit 2
+	$(GO) run ./cmd/durafeed-demo $(DEMO_FLAGS)

@@ -35,9 +35,23 @@
 // messages) fail the instance with structured details instead of crashing
 // or hanging the process.
 //
+// Sub-orchestrations: a child records the parent execution that scheduled
+// it (durable.StartOrchestration and history.OrchestrationStarted
+// ParentExecutionID) and reports its completion to that execution, so a
+// child that finishes after its parent continued as new is not mistaken
+// for a child of the new execution (it is dropped there). Children started
+// before that field existed report 0, and the dispatcher then routes to the
+// parent's current execution. Auto-named children are
+// "<parent>::sub::<eventId>" in a first execution and
+// "<parent>::exec<executionId>::sub::<eventId>" after a continue-as-new.
+//
 // Payloads are JSON by default (typed registration and CallActivity, with
 // AwaitAs to decode); the Raw variants pass strings through unchanged.
 //
-// The end-to-end sample suite in runtime/runtimetest runs against any
-// provider factory.
+// Runtimes scale out by sharing a provider's store: every replica fetches
+// from the same queues, and TagFilter and sessions route activities to
+// particular replicas. The end-to-end sample suite in runtime/runtimetest
+// runs against any provider factory (the in-memory reference and Cosmos DB
+// over cosmosemu); examples/ holds small programs to copy from, and
+// cmd/durafeed-demo runs replicas under a mixed workload.
 package runtime

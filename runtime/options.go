@@ -9,10 +9,10 @@ import (
 	"github.com/durafeed/durafeed/durable"
 )
 
-// Version is this runtime's version: stamped on every event it writes,
-// pinned on every execution it starts, and the upper bound of the
+// Version returns this runtime's version: stamped on every event it
+// writes, pinned on every execution it starts, and the upper bound of the
 // executions it fetches (durable.DefaultCapabilityFilter).
-var Version = durable.SemVer{Major: 0, Minor: 1, Patch: 0}
+func Version() durable.SemVer { return durable.SemVer{Major: 0, Minor: 1, Patch: 0} }
 
 // Options configures a Runtime. Zero fields take the documented defaults.
 type Options struct {
@@ -46,7 +46,7 @@ type Options struct {
 	// version is not registered on this node (default 1 s).
 	UnregisteredBackoff time.Duration
 
-	// RuntimeVersion overrides Version (for tests of mixed deployments).
+	// RuntimeVersion overrides Version() (for tests of mixed deployments).
 	RuntimeVersion *durable.SemVer
 
 	// WorkerNodeID identifies this runtime as a session owner (default a
@@ -97,7 +97,7 @@ func (o Options) withDefaults() Options {
 		o.MaxAttempts = 10
 	}
 	if o.RuntimeVersion == nil {
-		v := Version
+		v := Version()
 		o.RuntimeVersion = &v
 	}
 	if o.WorkerNodeID == "" {

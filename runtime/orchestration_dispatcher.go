@@ -14,8 +14,9 @@ import (
 
 // CorruptHistoryEventID is the event id of the OrchestrationFailed event
 // that ends an instance whose history cannot be decoded: the runtime cannot
-// know the last event id, so it uses a sentinel far beyond normal histories.
-const CorruptHistoryEventID = 99999
+// know the last event id, so it uses the contract's sentinel
+// (history.PoisonEventID), far beyond normal histories.
+const CorruptHistoryEventID = history.PoisonEventID
 
 // historyErrorBackoff is the fixed delay before an item whose history could
 // not be decoded is fetched again (possibly by a newer node).
@@ -85,18 +86,25 @@ func (r *Runtime) processOrchestration(ctx context.Context, item *durable.Orches
 	r.commitTurn(ctx, item, res.Turn, log)
 }
 
-// commitTurn fills in parent execution ids and acks the turn.
+// commitTurn acks the turn. A child's completion is routed to the parent
+// execution recorded when the child was scheduled (ParentExecutionID);
+// children started before that field existed carry 0, and for them the
+// parent's current execution is looked up instead.
 func (r *Runtime) commitTurn(ctx context.Context, item *durable.OrchestrationItem, turn durable.OrchestrationTurn, log *zap.Logger) {
 	cctx, cancel := commitCtx(ctx)
 	defer cancel()
 	for i, w := range turn.OrchestratorItems {
 		switch c := w.(type) {
 		case durable.SubOrchCompleted:
-			c.ParentExecutionID = r.parentExecution(cctx, c.ParentInstance)
-			turn.OrchestratorItems[i] = c
+			if c.ParentExecutionID == 0 {
+				c.ParentExecutionID = r.parentExecution(cctx, c.ParentInstance)
+				turn.OrchestratorItems[i] = c
+			}
 		case durable.SubOrchFailed:
-			c.ParentExecutionID = r.parentExecution(cctx, c.ParentInstance)
-			turn.OrchestratorItems[i] = c
+			if c.ParentExecutionID == 0 {
+				c.ParentExecutionID = r.parentExecution(cctx, c.ParentInstance)
+				turn.OrchestratorItems[i] = c
+			}
 		}
 	}
 	err := retryCommit(cctx, func(c context.Context) error { return r.p.AckOrchestrationItem(c, item.LockToken, turn) })
@@ -112,7 +120,9 @@ func (r *Runtime) commitTurn(ctx context.Context, item *durable.OrchestrationIte
 	r.abandonOrchestration(ctx, item, r.opts.FailureBackoff, true, log)
 }
 
-// parentExecution returns the parent's current execution id (1 if unknown).
+// parentExecution returns the parent's current execution id (1 if
+// unknown): the fallback routing of a completion from a child whose start
+// predates ParentExecutionID.
 func (r *Runtime) parentExecution(ctx context.Context, parent string) uint64 {
 	st, err := r.p.GetInstanceStats(ctx, parent)
 	if err != nil || st == nil || st.ExecutionID == 0 {
@@ -146,7 +156,7 @@ func (r *Runtime) poisonOrchestration(ctx context.Context, item *durable.Orchest
 	}
 	turn := durable.OrchestrationTurn{ExecutionID: execID}
 	var parent string
-	var parentID uint64
+	var parentExec, parentID uint64
 	switch {
 	case item.HistoryError != "":
 		details.Poison.Type = history.PoisonFailedDeserialization
@@ -165,9 +175,10 @@ func (r *Runtime) poisonOrchestration(ctx context.Context, item *durable.Orchest
 			r.commitTurn(ctx, item, turn, log)
 			return
 		}
-		parent, parentID = start.ParentInstance, start.ParentID
+		parent, parentExec, parentID = start.ParentInstance, start.ParentExecutionID, start.ParentID
 		turn.HistoryDelta = []history.Event{
-			ev(1, history.OrchestrationStarted{Name: start.Orchestration, Version: start.Version, Input: start.Input, ParentInstance: parent, ParentID: parentID}),
+			ev(1, history.OrchestrationStarted{Name: start.Orchestration, Version: start.Version, Input: start.Input,
+				ParentInstance: parent, ParentExecutionID: parentExec, ParentID: parentID}),
 			ev(2, history.OrchestrationFailed{Details: details}),
 		}
 		pv := *r.opts.RuntimeVersion
@@ -177,7 +188,7 @@ func (r *Runtime) poisonOrchestration(ctx context.Context, item *durable.Orchest
 		return
 	default:
 		if st, ok := item.History[0].Kind.(history.OrchestrationStarted); ok {
-			parent, parentID = st.ParentInstance, st.ParentID
+			parent, parentExec, parentID = st.ParentInstance, st.ParentExecutionID, st.ParentID
 		}
 		last := item.History[len(item.History)-1].EventID
 		turn.HistoryDelta = []history.Event{ev(last+1, history.OrchestrationFailed{Details: details})}
@@ -185,7 +196,8 @@ func (r *Runtime) poisonOrchestration(ctx context.Context, item *durable.Orchest
 	out := details.DisplayMessage()
 	turn.Metadata.Status, turn.Metadata.Output = durable.StatusFailed, &out
 	if parent != "" {
-		turn.OrchestratorItems = append(turn.OrchestratorItems, durable.SubOrchFailed{ParentInstance: parent, ParentID: parentID, Details: details})
+		turn.OrchestratorItems = append(turn.OrchestratorItems, durable.SubOrchFailed{
+			ParentInstance: parent, ParentExecutionID: parentExec, ParentID: parentID, Details: details})
 	}
 	log.Error("orchestration poisoned", zap.String("error", out))
 	r.commitTurn(ctx, item, turn, log)

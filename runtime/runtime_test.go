@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	goruntime "runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -186,7 +187,7 @@ func TestPinnedVersionAndCapabilityFilter(t *testing.T) {
 
 	require.NoError(t, cli.RaiseEvent(ctx, "pinned", "go", "x"))
 	// An older runtime's filter does not see the execution pinned at 0.9.0.
-	item, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, durable.DefaultCapabilityFilter(runtime.Version))
+	item, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, durable.DefaultCapabilityFilter(runtime.Version()))
 	require.NoError(t, err)
 	require.Nil(t, item)
 	item, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, durable.DefaultCapabilityFilter(newer))
@@ -429,4 +430,76 @@ func TestActivityErrorDetailsPassThrough(t *testing.T) {
 	st, err := cli.WaitForOrchestration(ctx, "details")
 	require.NoError(t, err)
 	require.Equal(t, "retryable: try later", st.Output)
+}
+
+// legacyStarts imitates a runtime that predates ParentExecutionID: the
+// sub-orchestration starts it commits carry none. It records the child
+// completions it commits.
+type legacyStarts struct {
+	durable.Provider
+	mu          *sync.Mutex
+	completions *[]durable.SubOrchCompleted
+}
+
+func (p legacyStarts) AckOrchestrationItem(ctx context.Context, lockToken string, turn durable.OrchestrationTurn) error {
+	items := make([]durable.WorkItem, len(turn.OrchestratorItems))
+	for i, w := range turn.OrchestratorItems {
+		switch c := w.(type) {
+		case durable.StartOrchestration:
+			c.ParentExecutionID = 0
+			w = c
+		case durable.SubOrchCompleted:
+			p.mu.Lock()
+			*p.completions = append(*p.completions, c)
+			p.mu.Unlock()
+		}
+		items[i] = w
+	}
+	turn.OrchestratorItems = items
+	return p.Provider.AckOrchestrationItem(ctx, lockToken, turn)
+}
+
+// A child started without ParentExecutionID (older data) reports 0, and
+// the dispatcher routes its completion to the parent's current execution.
+func TestChildWithoutParentExecutionFallsBackToLookup(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	store := memprovider.NewStore()
+	reg := runtime.NewRegistry()
+	runtime.RegisterOrchestration(reg, "Child", func(ctx *runtime.OrchestrationContext, s string) (string, error) { return "child:" + s, nil })
+	runtime.RegisterOrchestration(reg, "Parent", func(ctx *runtime.OrchestrationContext, n int) (string, error) {
+		if n == 0 {
+			return "", ctx.ContinueAsNew(1) // the child belongs to execution 2
+		}
+		return runtime.AwaitAs[string](ctx.CallSubOrchestration("Child", "x", runtime.WithInstanceID(ctx.InstanceID()+"-child")))
+	})
+	cli := runtime.NewClient(store.Open())
+
+	// Without the legacy wrapper the child records its parent's execution.
+	modern := start(t, store.Open(), reg, nil)
+	require.NoError(t, cli.StartOrchestration(ctx, "modern", "Parent", 1))
+	st, err := cli.WaitForOrchestration(ctx, "modern")
+	require.NoError(t, err)
+	require.Equal(t, runtime.StateCompleted, st.State)
+	child, err := cli.ReadHistory(ctx, "modern-child")
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), child[0].Kind.(history.OrchestrationStarted).ParentExecutionID)
+	require.NoError(t, modern.Shutdown(ctx))
+
+	var mu sync.Mutex
+	var completions []durable.SubOrchCompleted
+	start(t, legacyStarts{Provider: store.Open(), mu: &mu, completions: &completions}, reg, nil)
+	require.NoError(t, cli.StartOrchestration(ctx, "legacy", "Parent", 0))
+	st, err = cli.WaitForOrchestration(ctx, "legacy")
+	require.NoError(t, err)
+	require.Equal(t, runtime.StateCompleted, st.State, "%+v", st.Failure)
+	require.Equal(t, `"child:x"`, st.Output)
+	require.Equal(t, uint64(2), st.ExecutionID)
+	child, err = cli.ReadHistory(ctx, "legacy-child")
+	require.NoError(t, err)
+	require.Zero(t, child[0].Kind.(history.OrchestrationStarted).ParentExecutionID, "the child was started the old way")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []durable.SubOrchCompleted{{ParentInstance: "legacy", ParentExecutionID: 2, ParentID: 2, Result: `"child:x"`}}, completions,
+		"the dispatcher looked up the parent's current execution")
 }

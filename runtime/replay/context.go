@@ -316,7 +316,8 @@ type subOptions struct {
 }
 
 // WithInstanceID gives the child an explicit instance id (default:
-// "<parent>::sub::<eventId>" for sub-orchestrations).
+// "<parent>::sub::<eventId>" for sub-orchestrations of the first execution,
+// "<parent>::exec<executionId>::sub::<eventId>" after a continue-as-new).
 func WithInstanceID(id string) SubOrchestrationOption {
 	return func(o *subOptions) { o.instance = id }
 }
@@ -352,8 +353,8 @@ func (c *Context) CallSubOrchestrationRaw(name, input string, opts ...SubOrchest
 // StartOrchestration starts a detached (fire-and-forget) orchestration
 // with input encoded as JSON; it has no parent and its outcome is not
 // reported back. Without WithInstanceID its instance id is
-// "<parent>::detached::<eventId>", so callers that need the id should pass
-// one.
+// "<parent>::detached::<eventId>" ("<parent>::exec<executionId>::detached::<eventId>"
+// after a continue-as-new), so callers that need the id should pass one.
 func (c *Context) StartOrchestration(name string, input any, opts ...SubOrchestrationOption) error {
 	raw, err := encodeInput(input)
 	if err != nil {

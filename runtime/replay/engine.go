@@ -88,9 +88,11 @@ func (o Outcome) String() string {
 // Result is what a turn produced.
 type Result struct {
 	// Turn is what to commit with AckOrchestrationItem. Completions sent to
-	// a parent (SubOrchCompleted, SubOrchFailed) carry ParentExecutionID 0:
-	// the history does not record the parent's execution, so the caller
-	// must fill it in (the parent's current execution) before acking.
+	// a parent (SubOrchCompleted, SubOrchFailed) carry the ParentExecutionID
+	// recorded in the child's OrchestrationStarted event: the parent
+	// execution that scheduled the child. It is 0 only for children started
+	// before that field existed; the caller must then fill it in (the
+	// parent's current execution) before acking.
 	Turn    durable.OrchestrationTurn
 	Outcome Outcome
 	// Output is the result for OutcomeCompleted, the next input for
@@ -184,7 +186,7 @@ func (e *engine) run(goctx context.Context) (Result, error) {
 		e.newExec = true
 		e.started = history.OrchestrationStarted{
 			Name: startMsg.Orchestration, Input: startMsg.Input,
-			ParentInstance: startMsg.ParentInstance, ParentID: startMsg.ParentID,
+			ParentInstance: startMsg.ParentInstance, ParentExecutionID: startMsg.ParentExecutionID, ParentID: startMsg.ParentID,
 		}
 		requestedVersion = startMsg.Version
 	case hist[len(hist)-1].IsTerminal():
@@ -201,7 +203,7 @@ func (e *engine) run(goctx context.Context) (Result, error) {
 		}
 		// Keep the parent link across executions.
 		if st, ok := item.History[0].Kind.(history.OrchestrationStarted); ok {
-			e.started.ParentInstance, e.started.ParentID = st.ParentInstance, st.ParentID
+			e.started.ParentInstance, e.started.ParentExecutionID, e.started.ParentID = st.ParentInstance, st.ParentExecutionID, st.ParentID
 		}
 		requestedVersion = canMsg.Version
 	default:
@@ -409,11 +411,18 @@ func (e *engine) acceptCompletion(execID, id uint64, what string, isSchedule fun
 	return true
 }
 
-// acceptSubCompletion filters a child's completion. The parent execution
-// id is looked up when the child completes, so a stale child of an earlier
-// execution may point anywhere: mismatches are dropped, not failures.
+// acceptSubCompletion filters a child's completion. A completion names the
+// parent execution that scheduled the child (ParentExecutionID), so a late
+// child of an earlier execution (one that continued as new) is dropped: its
+// ParentID would otherwise match an unrelated schedule of this execution.
+// Completions of children started before ParentExecutionID existed carry the
+// parent's execution as the dispatcher looked it up when the child
+// completed; 0 (not filled in) is accepted. Mismatches are dropped, not
+// failures.
 func (e *engine) acceptSubCompletion(execID, id uint64) bool {
 	if execID != 0 && execID != e.execID {
+		e.log.Debug("dropping sub-orchestration completion of another execution",
+			zap.Uint64("parent_execution_id", execID), zap.Uint64("id", id))
 		return false
 	}
 	if e.completed[id] {
@@ -708,12 +717,28 @@ func (e *engine) bind(a *action, ev history.Event) {
 	}
 }
 
-// autoChildID is the instance id of an auto-named child.
-func autoChildID(parent string, id uint64, detached bool) string {
+// autoChildID is the instance id of an auto-named child scheduled by event
+// id of execution execID: "<parent>::sub::<id>" (or "::detached::") in the
+// first execution, "<parent>::exec<execID>::sub::<id>" in later ones, so a
+// child of an execution that continued as new never shares its id with a
+// child of the next execution (event ids restart at 1 in every execution).
+func autoChildID(parent string, execID, id uint64, detached bool) string {
+	kind := "sub"
 	if detached {
-		return fmt.Sprintf("%s::detached::%d", parent, id)
+		kind = "detached"
 	}
-	return fmt.Sprintf("%s::sub::%d", parent, id)
+	if execID <= 1 {
+		return fmt.Sprintf("%s::%s::%d", parent, kind, id)
+	}
+	return fmt.Sprintf("%s::exec%d::%s::%d", parent, execID, kind, id)
+}
+
+// autoChildMatches reports whether recorded is the auto id of the child
+// scheduled by ev: the current form, or the first-execution form that
+// histories written before execution-qualified ids used in every execution.
+func autoChildMatches(recorded, parent string, ev history.Event, detached bool) (bool, string) {
+	want := autoChildID(parent, ev.ExecutionID, ev.EventID, detached)
+	return recorded == want || recorded == autoChildID(parent, 1, ev.EventID, detached), want
 }
 
 // matches reports why an emitted action does not match a history event ("" if it does).
@@ -762,7 +787,11 @@ func matches(a *action, ev history.Event, instance string) string {
 		t := a.task
 		want := t.instance
 		if t.autoID {
-			want = autoChildID(instance, ev.EventID, false)
+			if ok, w := autoChildMatches(k.Instance, instance, ev, false); ok {
+				want = k.Instance
+			} else {
+				want = w
+			}
 		}
 		switch {
 		case k.Name != t.name:
@@ -780,7 +809,11 @@ func matches(a *action, ev history.Event, instance string) string {
 		}
 		want := a.instance
 		if want == "" {
-			want = autoChildID(instance, ev.EventID, true)
+			if ok, w := autoChildMatches(k.Instance, instance, ev, true); ok {
+				want = k.Instance
+			} else {
+				want = w
+			}
 		}
 		switch {
 		case k.Name != a.name:
@@ -849,17 +882,17 @@ func (e *engine) materialize(a *action) {
 		t := a.task
 		child := t.instance
 		if t.autoID {
-			child = autoChildID(inst, id, false)
+			child = autoChildID(inst, e.execID, id, false)
 		}
 		kind = history.SubOrchestrationScheduled{Name: t.name, Instance: child, Input: t.input, Version: t.version}
 		e.turn.OrchestratorItems = append(e.turn.OrchestratorItems, durable.StartOrchestration{
 			Instance: child, Orchestration: t.name, Input: t.input, Version: t.version,
-			ParentInstance: inst, ParentID: id, ExecutionID: 1,
+			ParentInstance: inst, ParentExecutionID: e.execID, ParentID: id, ExecutionID: 1,
 		})
 	case actChained:
 		child := a.instance
 		if child == "" {
-			child = autoChildID(inst, id, true)
+			child = autoChildID(inst, e.execID, id, true)
 		}
 		kind = history.OrchestrationChained{Name: a.name, Instance: child, Input: a.input, Version: a.version}
 		e.turn.OrchestratorItems = append(e.turn.OrchestratorItems, durable.StartOrchestration{
@@ -912,7 +945,8 @@ func (e *engine) finish(outcome Outcome, output string, failure *history.ErrorDe
 		e.turn.Metadata.Output = &output
 		if e.started.ParentInstance != "" {
 			e.turn.OrchestratorItems = append(e.turn.OrchestratorItems, durable.SubOrchCompleted{
-				ParentInstance: e.started.ParentInstance, ParentID: e.started.ParentID, Result: output})
+				ParentInstance: e.started.ParentInstance, ParentExecutionID: e.started.ParentExecutionID,
+				ParentID: e.started.ParentID, Result: output})
 		}
 		e.cancelOutstanding(false, "")
 	case OutcomeFailed:
@@ -922,7 +956,8 @@ func (e *engine) finish(outcome Outcome, output string, failure *history.ErrorDe
 		e.turn.Metadata.Output = &msg
 		if e.started.ParentInstance != "" {
 			e.turn.OrchestratorItems = append(e.turn.OrchestratorItems, durable.SubOrchFailed{
-				ParentInstance: e.started.ParentInstance, ParentID: e.started.ParentID, Details: *failure})
+				ParentInstance: e.started.ParentInstance, ParentExecutionID: e.started.ParentExecutionID,
+				ParentID: e.started.ParentID, Details: *failure})
 		}
 		e.cancelOutstanding(true, msg)
 	case OutcomeContinuedAsNew:

@@ -538,8 +538,8 @@ func TestSubOrchestrationAutoIDAndParentCompletion(t *testing.T) {
 	s := newSim(t, one("O", parent))
 	r := s.turn(start(""))
 	require.Equal(t, []durable.WorkItem{
-		durable.StartOrchestration{Instance: "i1::sub::2", Orchestration: "Child", Input: "in1", ParentInstance: "i1", ParentID: 2, ExecutionID: 1},
-		durable.StartOrchestration{Instance: "explicit", Orchestration: "Child", Input: "in2", Version: "1.0.0", ParentInstance: "i1", ParentID: 3, ExecutionID: 1},
+		durable.StartOrchestration{Instance: "i1::sub::2", Orchestration: "Child", Input: "in1", ParentInstance: "i1", ParentExecutionID: 1, ParentID: 2, ExecutionID: 1},
+		durable.StartOrchestration{Instance: "explicit", Orchestration: "Child", Input: "in2", Version: "1.0.0", ParentInstance: "i1", ParentExecutionID: 1, ParentID: 3, ExecutionID: 1},
 	}, r.Turn.OrchestratorItems)
 	r = s.turn(durable.SubOrchCompleted{ParentInstance: "i1", ParentExecutionID: 1, ParentID: 3, Result: "B"})
 	require.Equal(t, OutcomeContinue, r.Outcome)
@@ -549,9 +549,123 @@ func TestSubOrchestrationAutoIDAndParentCompletion(t *testing.T) {
 	// The child side: a sub-orchestration reports to its parent.
 	child := newSim(t, one("Child", func(ctx *Context, in string) (string, error) { return "r-" + in, nil }))
 	child.inst = "i1::sub::2"
-	r = child.turn(durable.StartOrchestration{Instance: "i1::sub::2", Orchestration: "Child", Input: "in1", ParentInstance: "i1", ParentID: 2, ExecutionID: 1})
+	r = child.turn(durable.StartOrchestration{Instance: "i1::sub::2", Orchestration: "Child", Input: "in1", ParentInstance: "i1", ParentExecutionID: 1, ParentID: 2, ExecutionID: 1})
 	require.Equal(t, "i1", r.Turn.Metadata.ParentInstanceID)
-	require.Equal(t, []durable.WorkItem{durable.SubOrchCompleted{ParentInstance: "i1", ParentID: 2, Result: "r-in1"}}, r.Turn.OrchestratorItems)
+	require.Equal(t, uint64(1), child.hist[0].Kind.(history.OrchestrationStarted).ParentExecutionID)
+	require.Equal(t, []durable.WorkItem{durable.SubOrchCompleted{ParentInstance: "i1", ParentExecutionID: 1, ParentID: 2, Result: "r-in1"}}, r.Turn.OrchestratorItems)
+}
+
+// A child that the parent's first execution scheduled completes after the
+// parent continued as new, and the new execution has scheduled another
+// child under the same event id: the late completion names execution 1 and
+// must not complete execution 2's child.
+func TestLateChildCompletionAfterContinueAsNewIsDropped(t *testing.T) {
+	t.Parallel()
+	parent := func(ctx *Context, _ string) (string, error) {
+		child := ctx.CallSubOrchestrationRaw("Child", fmt.Sprint("exec-", ctx.ExecutionID()))
+		if ctx.ExecutionID() == 1 {
+			if _, err := ctx.WaitForEvent("restart").AwaitRaw(); err != nil {
+				return "", err
+			}
+			return "", ctx.ContinueAsNewRaw("")
+		}
+		return child.AwaitRaw()
+	}
+	s := newSim(t, one("O", parent))
+	r := s.turn(start(""))
+	require.Equal(t, []durable.WorkItem{durable.StartOrchestration{Instance: "i1::sub::2", Orchestration: "Child", Input: "exec-1",
+		ParentInstance: "i1", ParentExecutionID: 1, ParentID: 2, ExecutionID: 1}}, r.Turn.OrchestratorItems)
+	r = s.turn(durable.ExternalRaised{Instance: "i1", Name: "restart"})
+	require.Equal(t, OutcomeContinuedAsNew, r.Outcome)
+	require.Empty(t, r.Turn.OrchestratorItems[:len(r.Turn.OrchestratorItems)-1], "continue-as-new does not cancel children")
+	r = s.turn(r.Turn.OrchestratorItems[0])
+	require.Equal(t, uint64(2), r.Turn.ExecutionID)
+	require.Equal(t, []durable.WorkItem{durable.StartOrchestration{Instance: "i1::exec2::sub::2", Orchestration: "Child", Input: "exec-2",
+		ParentInstance: "i1", ParentExecutionID: 2, ParentID: 2, ExecutionID: 1}}, r.Turn.OrchestratorItems,
+		"same event id as execution 1's child, but another child instance and parent execution")
+
+	late := durable.SubOrchCompleted{ParentInstance: "i1", ParentExecutionID: 1, ParentID: 2, Result: "from-exec-1"}
+	r = s.turn(late)
+	require.Equal(t, OutcomeContinue, r.Outcome)
+	require.Empty(t, r.Turn.HistoryDelta, "the late completion of execution 1's child is not applied to execution 2")
+	lateFail := durable.SubOrchFailed{ParentInstance: "i1", ParentExecutionID: 1, ParentID: 2,
+		Details: history.ApplicationError(history.AppOrchestrationFailed, "late failure", false)}
+	r = s.turn(lateFail)
+	require.Empty(t, r.Turn.HistoryDelta, "nor is a late failure")
+
+	r = s.turn(durable.SubOrchCompleted{ParentInstance: "i1", ParentExecutionID: 2, ParentID: 2, Result: "from-exec-2"})
+	require.Equal(t, OutcomeCompleted, r.Outcome)
+	require.Equal(t, "from-exec-2", r.Output)
+}
+
+// Completions of children started before ParentExecutionID existed carry
+// the execution the dispatcher looked up, or 0 if none was filled in: both
+// are accepted.
+func TestChildCompletionWithoutParentExecutionAccepted(t *testing.T) {
+	t.Parallel()
+	parent := func(ctx *Context, _ string) (string, error) {
+		return ctx.CallSubOrchestrationRaw("Child", "").AwaitRaw()
+	}
+	s := newSim(t, one("O", parent))
+	s.turn(start(""))
+	r := s.turn(durable.SubOrchCompleted{ParentInstance: "i1", ParentID: 2, Result: "legacy"})
+	require.Equal(t, OutcomeCompleted, r.Outcome)
+	require.Equal(t, "legacy", r.Output)
+
+	// A legacy child (no ParentExecutionID in its start) reports 0, so the
+	// dispatcher can tell it must look the parent's execution up.
+	child := newSim(t, one("Child", func(*Context, string) (string, error) { return "", errors.New("boom") }))
+	child.inst = "i1::sub::2"
+	r = child.turn(durable.StartOrchestration{Instance: "i1::sub::2", Orchestration: "Child", ParentInstance: "i1", ParentID: 2, ExecutionID: 1})
+	require.Len(t, r.Turn.OrchestratorItems, 1)
+	failed := r.Turn.OrchestratorItems[0].(durable.SubOrchFailed)
+	require.Zero(t, failed.ParentExecutionID)
+}
+
+// A sub-orchestration that continues as new keeps its parent link, the
+// parent's execution included, and reports to that execution.
+func TestChildContinueAsNewKeepsParentExecution(t *testing.T) {
+	t.Parallel()
+	child := newSim(t, one("Child", func(ctx *Context, in string) (string, error) {
+		if in == "" {
+			return "", ctx.ContinueAsNewRaw("again")
+		}
+		return "done:" + in, nil
+	}))
+	child.inst = "p::sub::4"
+	r := child.turn(durable.StartOrchestration{Instance: "p::sub::4", Orchestration: "Child", ParentInstance: "p", ParentExecutionID: 3, ParentID: 4, ExecutionID: 1})
+	require.Equal(t, OutcomeContinuedAsNew, r.Outcome)
+	r = child.turn(r.Turn.OrchestratorItems[0])
+	require.Equal(t, OutcomeCompleted, r.Outcome)
+	started := child.hist[0].Kind.(history.OrchestrationStarted)
+	require.Equal(t, uint64(3), started.ParentExecutionID)
+	require.Equal(t, []durable.WorkItem{durable.SubOrchCompleted{ParentInstance: "p", ParentExecutionID: 3, ParentID: 4, Result: "done:again"}}, r.Turn.OrchestratorItems)
+}
+
+// Auto-named children of later executions recorded in the first-execution
+// form (histories written before execution-qualified ids) still replay.
+func TestLegacyAutoChildIDReplays(t *testing.T) {
+	t.Parallel()
+	fn := func(ctx *Context, in string) (string, error) {
+		if ctx.ExecutionID() == 1 {
+			return "", ctx.ContinueAsNewRaw("x")
+		}
+		c := ctx.CallSubOrchestrationRaw("Child", in)
+		ctx.StartOrchestrationRaw("Other", in)
+		out, err := c.AwaitRaw()
+		return out + "@" + c.ChildInstance(), err
+	}
+	hist := []history.Event{
+		{EventID: 1, InstanceID: "i1", ExecutionID: 2, Kind: history.OrchestrationStarted{Name: "O", Version: "1.0.0", Input: "x"}},
+		{EventID: 2, InstanceID: "i1", ExecutionID: 2, Kind: history.SubOrchestrationScheduled{Name: "Child", Instance: "i1::sub::2", Input: "x"}},
+		{EventID: 3, InstanceID: "i1", ExecutionID: 2, Kind: history.OrchestrationChained{Name: "Other", Instance: "i1::detached::3", Input: "x"}},
+	}
+	item := &durable.OrchestrationItem{Instance: "i1", ExecutionID: 2, History: hist,
+		Messages: []durable.WorkItem{durable.SubOrchCompleted{ParentInstance: "i1", ParentExecutionID: 2, ParentID: 2, Result: "ok"}}}
+	r, err := Execute(context.Background(), Input{Item: item, Now: epoch, Resolver: one("O", fn)})
+	require.NoError(t, err)
+	require.Equal(t, OutcomeCompleted, r.Outcome, "%v", r.Failure)
+	require.Equal(t, "ok@i1::sub::2", r.Output)
 }
 
 func TestDetachedStart(t *testing.T) {

@@ -49,6 +49,11 @@ func Samples() []Sample {
 		{"KVCounter", sampleKVCounter},
 		{"SessionAffinity", sampleSessions},
 		{"TwoRuntimesOneStopped", sampleTwoRuntimes},
+		{"FanOutFanIn50Activities", sampleFanOutFanIn},
+		{"HumanApprovalEventRacesTimeout", sampleHumanApproval},
+		{"TwoRuntimesCooperateOnTags", sampleTagsTwoRuntimes},
+		{"LargeFanOut200ActivitiesTwoRuntimes", sampleLargeFanOutTwoRuntimes},
+		{"LateChildCompletionAfterContinueAsNew", sampleLateChildAfterContinueAsNew},
 	}
 }
 
