@@ -37,6 +37,7 @@ emulator:
 emulator-sdk-check:
 	bash cosmosemu/sdkcheck.sh
 
-## demo: the main job; it arrives with the runtime.
+## demo: the main job (embedded emulator, 3 runtime replicas, a sample workload).
+## Pass flags with DEMO_FLAGS, e.g. make demo DEMO_FLAGS="-n 1000 -latency 2ms".
 demo:
 	$(GO) run ./cmd/durafeed-demo $(DEMO_FLAGS)
