@@ -85,6 +85,14 @@
 // Processor.Wake cuts the pause short for ranges the process just wrote
 // to, so local writes are picked up in one round trip whatever the pause.
 //
+// Options.Filter drops documents the handler ignores before it is called;
+// a page of only such documents is neither handed over nor checkpointed
+// and does not reset the pause (so a lease store kept in the same
+// container does not keep the reader of its range busy with its own
+// checkpoints). Options.CheckpointInterval spaces a lease's checkpoints:
+// batches acknowledged within it are recorded by a later cycle's single
+// write, at the price of redelivering up to that much to a new owner.
+//
 // Errors: reads are retried with exponential backoff (RetryInitial to
 // RetryMax), honouring the service's x-ms-retry-after-ms on 429; 408, 410,
 // 449, 5xx and transport errors are retried quietly, and errors retrying

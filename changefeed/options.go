@@ -1,6 +1,7 @@
 package changefeed
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -87,6 +88,23 @@ type Options struct {
 	// ReadTimeout bounds each change-feed read; a read that times out is
 	// retried. Zero means DefaultReadTimeout.
 	ReadTimeout time.Duration
+	// Filter, when set, decides which changed documents reach the
+	// Handler. A page whose documents are all filtered out is not handed
+	// over and not checkpointed (a later checkpoint covers it), and counts
+	// as "nothing new" for pacing. Use it when the container also holds
+	// documents the handler ignores that are written often, such as the
+	// leases themselves: a lease's own checkpoint write would otherwise
+	// wake the reader of its range again and again. Default: every
+	// document.
+	Filter func(doc json.RawMessage) bool
+	// CheckpointInterval, when positive, is the least time between two
+	// checkpoints of a lease: a batch acknowledged sooner after the last
+	// checkpoint is recorded by the first cycle ending after the interval
+	// (a cycle reads every position of the lease once, so an idle lease
+	// records it at its next read). Checkpoints then cost at most one write
+	// per interval per lease; the price is that a new owner may see again
+	// up to that much. Default 0: checkpoint after every batch.
+	CheckpointInterval time.Duration
 	// Logger receives reader life-cycle events (Debug), retried errors
 	// (Warn) and errors that cannot succeed by retrying (Error). Default
 	// zap.NewNop().
@@ -137,6 +155,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ReadTimeout == 0 {
 		o.ReadTimeout = DefaultReadTimeout
+	}
+	if o.CheckpointInterval < 0 {
+		return o, fmt.Errorf("changefeed: CheckpointInterval %v is negative", o.CheckpointInterval)
 	}
 	if o.ReadTimeout < 0 {
 		return o, fmt.Errorf("changefeed: ReadTimeout %v is negative", o.ReadTimeout)

@@ -37,6 +37,11 @@ type reader struct {
 	pos  []position
 	obs  map[epk.Range]observation
 	held *inHand
+
+	// Reader goroutine only: a continuation acknowledged but not yet
+	// checkpointed (Options.CheckpointInterval), and the last checkpoint.
+	pendingCont string
+	lastCp      time.Time
 }
 
 // observation is the latest LSN of a sub-range's physical partition, as a
@@ -318,16 +323,25 @@ func (r *reader) cycle(ctx context.Context) (cycleResult, error) {
 		}
 		next := slices.Concat(cur[:i:i], rr.pos, cur[i+1:])
 		if len(rr.docs) > 0 {
-			b := Batch{LeaseID: r.id, Range: rr.from, Documents: rr.docs, Continuation: encodeToken(rid, next)}
-			if err := r.deliver(ctx, b); err != nil {
-				return res, err
+			docs := rr.docs
+			if f := r.p.opts.Filter; f != nil {
+				docs = filterDocs(docs, f)
 			}
-			if err := r.checkpoint(ctx, b.Continuation); err != nil {
-				return res, err
+			cont := encodeToken(rid, next)
+			if len(docs) > 0 {
+				b := Batch{LeaseID: r.id, Range: rr.from, Documents: docs, Continuation: cont}
+				if err := r.deliver(ctx, b); err != nil {
+					return res, err
+				}
+				if err := r.checkpointSoon(ctx, cont); err != nil {
+					return res, err
+				}
+				r.p.stats.batches.Add(1)
+				r.p.stats.documents.Add(int64(len(b.Documents)))
+				res.docs = true
+			} else if r.pendingCont != "" {
+				r.pendingCont = cont // covered by the checkpoint already due
 			}
-			r.p.stats.batches.Add(1)
-			r.p.stats.documents.Add(int64(len(b.Documents)))
-			res.docs = true
 			if len(rr.docs) >= int(r.p.opts.MaxItemCount) {
 				res.full = true
 			}
@@ -336,7 +350,46 @@ func (r *reader) cycle(ctx context.Context) (cycleResult, error) {
 		cur = next
 		i += len(rr.pos)
 	}
+	if r.pendingCont != "" && r.p.opts.Clock.Now().Sub(r.lastCp) >= r.p.opts.CheckpointInterval {
+		cont := r.pendingCont
+		if err := r.checkpoint(ctx, cont); err != nil {
+			return res, err
+		}
+		r.pendingCont, r.lastCp = "", r.p.opts.Clock.Now()
+	}
 	return res, nil
+}
+
+// filterDocs keeps the documents f accepts (a new slice when any is dropped).
+func filterDocs(docs []json.RawMessage, f func(json.RawMessage) bool) []json.RawMessage {
+	for i, d := range docs {
+		if f(d) {
+			continue
+		}
+		out := append([]json.RawMessage(nil), docs[:i]...)
+		for _, d := range docs[i+1:] {
+			if f(d) {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	return docs
+}
+
+// checkpointSoon checkpoints cont now, or, within CheckpointInterval of the
+// last checkpoint, leaves it pending for the end of a later cycle.
+func (r *reader) checkpointSoon(ctx context.Context, cont string) error {
+	iv := r.p.opts.CheckpointInterval
+	if iv > 0 && r.p.opts.Clock.Now().Sub(r.lastCp) < iv {
+		r.pendingCont = cont
+		return nil
+	}
+	if err := r.checkpoint(ctx, cont); err != nil {
+		return err
+	}
+	r.pendingCont, r.lastCp = "", r.p.opts.Clock.Now()
+	return nil
 }
 
 // commit installs the positions after a page was acknowledged (or found

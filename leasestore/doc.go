@@ -143,5 +143,8 @@
 //
 // Options.OnChange reports every acquisition and loss synchronously, in
 // order (e.g. to start a catch-up scan of a newly acquired slot block);
-// Owned and Members give snapshots.
+// Owned and Members give snapshots. Options.OnDocument hands over every
+// other document of the lease partition the watch reads (an application's
+// own small coordination documents, such as durafeed's backlog hints), so
+// they travel on the same feed at no extra request.
 package leasestore

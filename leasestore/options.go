@@ -111,6 +111,15 @@ type Options struct {
 	// block).
 	OnChange func(Event)
 
+	// OnDocument, when set, receives every document of the lease partition
+	// that is neither a lease nor a heartbeat document (e.g. an
+	// application's own coordination documents kept beside the leases), as
+	// the watch reads it: from the change feed (latest version, deletions
+	// not shown) and again at every full re-read. It is called from the
+	// watch goroutine without the Store's lock, in feed order, so it must
+	// return quickly and must not block on the Store.
+	OnDocument func(raw []byte)
+
 	// WallClock is the wall-clock source used only for informational
 	// timestamps written into documents (checkpointAt, acquiredAt,
 	// writtenAt). Liveness never reads it: expiry is measured on the

@@ -280,6 +280,12 @@ func (s *Store) applyRaw(items [][]byte, full bool) (significant bool) {
 			s.log.Warn("undecodable document in the lease partition", zap.Error(err))
 			continue
 		}
+		if d.lease == nil && d.owner == nil {
+			if s.opts.OnDocument != nil {
+				s.opts.OnDocument(raw)
+			}
+			continue
+		}
 		docs = append(docs, d)
 	}
 	now := time.Now()

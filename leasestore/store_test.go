@@ -2,6 +2,7 @@ package leasestore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -602,4 +603,40 @@ func TestReleaseDuringSetupAndWithoutRun(t *testing.T) {
 	require.NoError(t, a.s.Release(ctx))
 	e.log.waitFor(t, generous, "b holds all", balanced(16, b.name))
 	checkNoOverlap(t, e.log.snapshot())
+}
+
+// TestOnDocumentSeesOtherDocuments: documents of the lease partition that
+// are neither leases nor heartbeats reach OnDocument through the watch,
+// both when written while running and when present at start.
+func TestOnDocumentSeesOtherDocuments(t *testing.T) {
+	e := newEnv(t)
+	c := e.container(nil)
+	pk := azcosmos.NewPartitionKeyString(DefaultPartitionKeyValue)
+	put := func(id, v string) {
+		body := fmt.Sprintf(`{"id":%q,"instanceId":"$leases","type":"hint","v":%q}`, id, v)
+		_, err := c.UpsertItem(context.Background(), pk, []byte(body), nil)
+		require.NoError(t, err)
+	}
+	put("hint:before", "1")
+	var mu sync.Mutex
+	seen := map[string]string{}
+	e.start("a", func(o *Options) {
+		o.OnDocument = func(raw []byte) {
+			var d struct{ ID, V string }
+			require.NoError(t, json.Unmarshal(raw, &d))
+			mu.Lock()
+			seen[d.ID] = d.V
+			mu.Unlock()
+		}
+	})
+	get := func(id string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen[id]
+	}
+	require.Eventually(t, func() bool { return get("hint:before") == "1" }, 5*time.Second, 10*time.Millisecond)
+	put("hint:after", "2")
+	require.Eventually(t, func() bool { return get("hint:after") == "2" }, 5*time.Second, 10*time.Millisecond)
+	put("hint:after", "3")
+	require.Eventually(t, func() bool { return get("hint:after") == "3" }, 5*time.Second, 10*time.Millisecond)
 }

@@ -26,6 +26,8 @@ type turnPlan struct {
 	kv       []batchOp
 	deletes  []string // the turn's locked messages
 	cancel   []durable.ScheduledActivityIdentifier
+	// lockedUntil is the expiry of the lock the turn releases.
+	lockedUntil int64
 }
 
 // AckOrchestrationItem implements durable.Provider. A turn that fits one
@@ -61,7 +63,7 @@ func (p *Provider) planTurn(ctx context.Context, op string, d *instanceDoc, t pa
 		return nil, durable.Permanent(op, nil, "execution id 0 is invalid")
 	}
 	now := nowMS()
-	plan := &turnPlan{instance: instance, nonce: t.nonce, deletes: d.LockedMsgs}
+	plan := &turnPlan{instance: instance, nonce: t.nonce, deletes: d.LockedMsgs, lockedUntil: d.LockedUntil}
 
 	// Execution record: the current one is copied in the instance document.
 	var ex executionDoc
@@ -271,9 +273,30 @@ func (p *Provider) commitFailure(ctx context.Context, op string, plan *turnPlan,
 // cancelled activities and delivering outbox intents. Failures are logged;
 // the reconciler delivers what is left.
 func (p *Provider) afterCommit(ctx context.Context, plan *turnPlan, intents []intentDoc) {
+	if p.ev != nil && p.ev.isJoined() {
+		p.ev.unlockedOrch(plan.instance, plan.lockedUntil)
+		p.noteQueueDocs(plan.queue...)
+	}
 	for _, c := range plan.cancel {
 		if err := p.deleteActivity(ctx, c); err != nil {
 			p.log.Warn("cancelled activity not removed", zap.String("instance", c.Instance), zap.Error(err))
+		}
+	}
+	p.deliverIntents(ctx, plan.instance, intents)
+}
+
+// deliverIntents delivers a committed turn's intents. In event-driven mode
+// the owner of the source slot delivers them as they appear on its change
+// feed, so a local owner only wakes its reader; anyone else delivers
+// directly (best-effort; the feed or the sweep delivers what is left).
+func (p *Provider) deliverIntents(ctx context.Context, source string, intents []intentDoc) {
+	if len(intents) == 0 {
+		return
+	}
+	if e := p.ev; e != nil && e.isJoined() {
+		if slot := slotOf(source); e.isOwned(slot) {
+			e.wakeSlot(slot)
+			return
 		}
 	}
 	p.outbox.deliverAll(ctx, intents)
@@ -513,7 +536,7 @@ func (p *Provider) recoverTurn(ctx context.Context, d *instanceDoc) (*instanceDo
 		if err != nil {
 			return nil, err
 		}
-		p.outbox.deliverAll(ctx, intents)
+		p.deliverIntents(ctx, instance, intents)
 	}
 	if d.Staging != "" && !d.lockHeld(nowMS()) {
 		if err := p.deleteStaged(ctx, instance, d.Staging); err != nil {

@@ -11,12 +11,70 @@ import (
 	"go.uber.org/zap"
 )
 
-// Defaults applied by New to zero-valued Config fields.
+// Mode selects how fetches find work.
+type Mode int
+
+const (
+	// ModeEventDriven (the default) reads the container's change feed on
+	// slot blocks leased across replicas and wakes long-polling fetches
+	// from it; see the package documentation.
+	ModeEventDriven Mode = iota
+	// ModePolling is the seeds' algorithm: every fetch runs a
+	// cross-partition candidate query and returns at once, and a
+	// reconciler sweeps every ReconcileInterval. It is kept as the
+	// benchmark baseline.
+	ModePolling
+)
+
+// String returns "event-driven" or "polling".
+func (m Mode) String() string {
+	switch m {
+	case ModeEventDriven:
+		return "event-driven"
+	case ModePolling:
+		return "polling"
+	}
+	return "Mode(" + itoa(int(m)) + ")"
+}
+
+// Defaults applied by New to zero-valued Config fields. The event-driven
+// defaults and the request-unit arithmetic behind them are in the package
+// documentation ("Defaults and cost").
 const (
 	DefaultDatabase          = "durafeed"
 	DefaultContainer         = "durafeed"
 	DefaultReconcileInterval = 2 * time.Second
 	DefaultReconcileAge      = 2 * time.Second
+
+	// DefaultLeaseBlocks is the number of leases (blocks of 256/8 = 32
+	// dispatch slots): one change-feed reader each.
+	DefaultLeaseBlocks = 8
+	// DefaultLeaseExpiry is how long a replica's heartbeat may stay
+	// unchanged before others take its leases.
+	DefaultLeaseExpiry = 10 * time.Second
+	// DefaultHeartbeatInterval is the period of a replica's heartbeat
+	// write (0.4 LeaseExpiry: a failed write is retried after a quarter
+	// of it, well before the replica fences itself at LeaseExpiry -
+	// HeartbeatInterval = 6 s).
+	DefaultHeartbeatInterval = 4 * time.Second
+	// DefaultWatchActiveDelay is the pause between reads of the lease
+	// partition's change feed while ownership changes flow.
+	DefaultWatchActiveDelay = 50 * time.Millisecond
+	// DefaultWatchIdleCeiling is the longest pause between reads of the
+	// lease partition's change feed: it bounds a graceful hand-off, a join
+	// or a backlog hint's pick-up.
+	DefaultWatchIdleCeiling = 750 * time.Millisecond
+	// DefaultFeedActiveDelay is the pause between change-feed reads of a
+	// lease while changes flow.
+	DefaultFeedActiveDelay = 5 * time.Millisecond
+	// DefaultFeedIdleCeiling is the longest pause between change-feed
+	// reads of an idle lease. Writes of this replica never wait for it
+	// (they signal the local wakeup hubs directly); it bounds the pick-up
+	// of another process's write to an idle slot block.
+	DefaultFeedIdleCeiling = 4 * time.Second
+	// DefaultSafetySweepInterval is the period of the slow sweep that
+	// catches anything the feed and the local signals missed.
+	DefaultSafetySweepInterval = 60 * time.Second
 )
 
 // Config configures a Provider.
@@ -46,6 +104,45 @@ type Config struct {
 	// before the sweep takes it over from the call that wrote it (default 2 s).
 	ReconcileInterval time.Duration
 	ReconcileAge      time.Duration
+	// Mode selects event-driven (default) or polling dispatch.
+	Mode Mode
+
+	// The fields below apply to ModeEventDriven only.
+
+	// ReplicaID names this replica in lease documents; it must be unique
+	// among running replicas. Default: the host name and 8 random hex
+	// digits, new for every Provider.
+	ReplicaID string
+	// LeaseBlocks is the number of leases the 256 dispatch slots are split
+	// into: a power of two from 1 to 256 (default 8). Every replica of a
+	// container must use the same value.
+	LeaseBlocks int
+	// LeaseExpiry (default 10 s) and HeartbeatInterval (default
+	// 0.4 LeaseExpiry, at most LeaseExpiry/2) govern liveness: a replica that
+	// stops heartbeating loses its leases to the others after LeaseExpiry.
+	LeaseExpiry       time.Duration
+	HeartbeatInterval time.Duration
+	// WatchActiveDelay (default 50 ms) and WatchIdleCeiling (default
+	// 750 ms) pace the reads of the lease partition's change feed.
+	WatchActiveDelay time.Duration
+	WatchIdleCeiling time.Duration
+	// FeedActiveDelay (default 5 ms) and FeedIdleCeiling (default 4 s) pace
+	// each lease's change-feed reader: ActiveDelay while changes flow,
+	// doubling up to IdleCeiling while none come.
+	FeedActiveDelay time.Duration
+	FeedIdleCeiling time.Duration
+	// SafetySweepInterval is the period of the slow sweep over owned slots,
+	// stale outbox intents, unpublished large turns and interrupted
+	// deletions (default 60 s).
+	SafetySweepInterval time.Duration
+
+	// leasePartition overrides the lease partition key value (tests:
+	// independent lease namespaces on one container).
+	leasePartition string
+	// joinEagerly makes New join dispatch at once instead of at the first
+	// FetchOrchestrationItem (tests).
+	joinEagerly bool
+
 	// ClientOptions are passed to the SDK (transport, retries, telemetry).
 	ClientOptions *azcosmos.ClientOptions
 	// Logger receives operational logs: instance ids, operations and status
@@ -97,6 +194,30 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
+	}
+	if c.LeaseBlocks <= 0 {
+		c.LeaseBlocks = DefaultLeaseBlocks
+	}
+	if c.LeaseExpiry <= 0 {
+		c.LeaseExpiry = DefaultLeaseExpiry
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = c.LeaseExpiry * 2 / 5
+	}
+	if c.WatchActiveDelay <= 0 {
+		c.WatchActiveDelay = DefaultWatchActiveDelay
+	}
+	if c.WatchIdleCeiling <= 0 {
+		c.WatchIdleCeiling = DefaultWatchIdleCeiling
+	}
+	if c.FeedActiveDelay <= 0 {
+		c.FeedActiveDelay = DefaultFeedActiveDelay
+	}
+	if c.FeedIdleCeiling <= 0 {
+		c.FeedIdleCeiling = DefaultFeedIdleCeiling
+	}
+	if c.SafetySweepInterval <= 0 {
+		c.SafetySweepInterval = DefaultSafetySweepInterval
 	}
 	if c.CreateIfMissing == nil {
 		v := c.Key != ""

@@ -26,8 +26,11 @@ const maxTurnMessages = maxBatchOps - 1
 // scans the slots of one share for visible, unlocked messages, tries the
 // instances of the oldest ones, and returns nil at once when none can be
 // locked (pollTimeout is not waited; ctx is honoured).
-func (p *Provider) FetchOrchestrationItem(ctx context.Context, lockTimeout, _ time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, error) {
+func (p *Provider) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, error) {
 	const op = "fetch_orchestration_item"
+	if p.ev != nil {
+		return p.fetchOrchEvent(ctx, lockTimeout, pollTimeout, filter)
+	}
 	sh, release, err := p.orch.acquire(ctx)
 	if err != nil {
 		return nil, durable.Retryable(op, err, "cancelled")
@@ -112,29 +115,65 @@ type lockedMessage struct {
 // or pinned to a version the filter refuses; a retryable error when it lost
 // a race. It is the entry point the event-driven mode calls on a wakeup.
 func (p *Provider) lockInstance(ctx context.Context, instance string, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, error) {
+	item, _, err := p.lockInstanceEx(ctx, instance, lockTimeout, filter)
+	return item, err
+}
+
+// lockState says why lockInstanceEx returned no item.
+type lockState struct {
+	// lockedUntil is set when the instance was found locked by someone
+	// else: the time its lock expires (ms).
+	lockedUntil int64
+	// refused is the instance's pinned version when the capability filter
+	// refused it.
+	refused string
+	// heldUntil is set when an item is returned: our lock's expiry (ms).
+	heldUntil int64
+	// more is set when messages were left queued behind the turn (more
+	// than a turn takes): they need a wakeup once the lock is released.
+	more bool
+}
+
+// lockInstanceEx is lockInstance, also telling why nothing was locked.
+func (p *Provider) lockInstanceEx(ctx context.Context, instance string, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, lockState, error) {
+	item, st, err := p.lockInstanceBody(ctx, instance, lockTimeout, filter)
+	if item != nil && p.ev != nil {
+		p.ev.lockedOrch(instance, st.heldUntil, st.more)
+	}
+	return item, st, err
+}
+
+func (p *Provider) lockInstanceBody(ctx context.Context, instance string, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, lockState, error) {
 	const op = "fetch_orchestration_item"
+	var none lockState
 	d, err := p.readInstance(ctx, instance)
 	if err != nil {
-		return nil, mapErr(op, err)
+		return nil, none, mapErr(op, err)
 	}
 	now := nowMS()
 	if d != nil {
-		if d.Deleting != "" || d.lockHeld(now) {
-			return nil, nil
+		if d.Deleting != "" {
+			return nil, none, nil
+		}
+		if d.lockHeld(now) {
+			return nil, lockState{lockedUntil: d.LockedUntil}, nil
 		}
 		// Finish what an earlier large turn left behind before anything else.
 		if d.Publish != nil || d.Staging != "" {
 			if d, err = p.recoverTurn(ctx, d); err != nil {
-				return nil, mapErr(op, err)
+				return nil, none, mapErr(op, err)
 			}
-			if d == nil || d.Deleting != "" || d.lockHeld(now) {
-				return nil, nil
+			if d == nil || d.Deleting != "" {
+				return nil, none, nil
+			}
+			if d.lockHeld(now) {
+				return nil, lockState{lockedUntil: d.LockedUntil}, nil
 			}
 		}
 		if filter != nil && d.PinnedVersion != "" {
 			v, perr := durable.ParseSemVer(d.PinnedVersion)
 			if perr == nil && !filter.IsCompatible(v) {
-				return nil, nil
+				return nil, lockState{refused: d.PinnedVersion}, nil
 			}
 		}
 	}
@@ -149,10 +188,10 @@ func (p *Provider) lockInstance(ctx context.Context, instance string, lockTimeou
 	// current execution's record and history and the KV store.
 	msgs, view, err := p.readTurnInputs(ctx, instance, exec, now)
 	if err != nil {
-		return nil, mapErr(op, err)
+		return nil, none, mapErr(op, err)
 	}
 	if len(msgs) == 0 {
-		return nil, nil
+		return nil, none, nil
 	}
 	sort.Slice(msgs, func(i, j int) bool { return msgs[i].doc.EnqueuedAt < msgs[j].doc.EnqueuedAt })
 
@@ -185,8 +224,10 @@ func (p *Provider) lockInstance(ctx context.Context, instance string, lockTimeou
 		}
 		keep = kept
 	}
+	more := false
 	if len(keep) > maxTurnMessages {
 		keep = keep[:maxTurnMessages]
+		more = true
 	}
 	if len(drop) > maxBatchOps-1-len(keep) {
 		drop = drop[:maxBatchOps-1-len(keep)]
@@ -195,7 +236,7 @@ func (p *Provider) lockInstance(ctx context.Context, instance string, lockTimeou
 		// Nothing to run: delete the dropped messages (and a pending
 		// document) without taking the lock.
 		if len(drop) == 0 {
-			return nil, nil
+			return nil, none, nil
 		}
 		ops := make([]batchOp, 0, len(drop)+1)
 		if d != nil && d.Pending {
@@ -205,9 +246,9 @@ func (p *Provider) lockInstance(ctx context.Context, instance string, lockTimeou
 			ops = append(ops, opDelete(id))
 		}
 		if _, err := p.s.execBatch(ctx, instance, ops, true); err != nil && !lostRace(err) {
-			return nil, mapErr(op, err)
+			return nil, none, mapErr(op, err)
 		}
-		return nil, nil
+		return nil, none, nil
 	}
 
 	nonce := uuid.NewString()
@@ -241,9 +282,9 @@ func (p *Provider) lockInstance(ctx context.Context, instance string, lockTimeou
 	}
 	if _, err := p.s.execBatch(ctx, instance, ops, false); err != nil {
 		if lostRace(err) {
-			return nil, durable.Retryable(op, err, "instance %q was locked concurrently", instance)
+			return nil, none, durable.Retryable(op, err, "instance %q was locked concurrently", instance)
 		}
-		return nil, mapErr(op, err)
+		return nil, none, mapErr(op, err)
 	}
 
 	item := &durable.OrchestrationItem{Instance: instance, LockToken: token, KVSnapshot: map[string]durable.KVEntry{}}
@@ -276,7 +317,7 @@ func (p *Provider) lockInstance(ctx context.Context, instance string, lockTimeou
 		}
 	}
 	item.KVSnapshot = loadKVState(view.kv).snapshot()
-	return item, nil
+	return item, lockState{heldUntil: until, more: more || len(drop) > 0}, nil
 }
 
 // lostRace reports a conditional write that lost to a concurrent writer.
@@ -378,6 +419,12 @@ func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken strin
 			return durable.Permanent(op, err, "lock on instance %q was lost", t.instance)
 		}
 		return mapErr(op, err)
+	}
+	if p.ev != nil && p.ev.isJoined() {
+		p.ev.unlockedOrch(t.instance, d.LockedUntil)
+		if len(d.LockedMsgs) > 0 {
+			p.noteQueueDocs(queueDoc{InstanceID: t.instance, Type: typeOrchQueue, DispatchSlot: slotOf(t.instance), VisibleAt: now + durMS(delay)})
+		}
 	}
 	return nil
 }

@@ -17,6 +17,9 @@ import (
 type outbox struct {
 	s   *store
 	log *zap.Logger
+	// delivered, when set, is told of every target document that exists
+	// after a delivery (created now or earlier).
+	delivered func(target queueDoc)
 }
 
 // deliverAll delivers intents best-effort; failures are left to the
@@ -36,6 +39,12 @@ func (o *outbox) deliver(ctx context.Context, in intentDoc) error {
 	err := o.s.create(ctx, in.TargetInstance, target, true)
 	if err != nil && !isStatus(err, http.StatusConflict) {
 		return err
+	}
+	if o.delivered != nil {
+		var q queueDoc
+		if json.Unmarshal(target, &q) == nil {
+			o.delivered(q)
+		}
 	}
 	_, err = o.s.remove(ctx, in.InstanceID, in.ID)
 	return err

@@ -32,6 +32,7 @@ type Provider struct {
 	orch   slotSource
 	work   slotSource
 	outbox *outbox
+	ev     *engine // event-driven mode; nil when polling
 
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
@@ -90,23 +91,50 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	p.outbox = &outbox{s: p.s, log: p.log}
 	bg, cancel := context.WithCancel(context.Background())
 	p.stop = cancel
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		p.reconcileLoop(bg)
-	}()
+	switch cfg.Mode {
+	case ModePolling:
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.reconcileLoop(bg)
+		}()
+	case ModeEventDriven:
+		ev, err := newEngine(p, cfg)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		p.ev = ev
+		p.outbox.delivered = func(q queueDoc) { p.noteQueueDocs(q) }
+		if cfg.joinEagerly {
+			if s := ev.join(); s != nil {
+				s.awaitReady(ctx)
+			}
+		}
+	default:
+		cancel()
+		return nil, fmt.Errorf("provider: unknown Config.Mode %d", int(cfg.Mode))
+	}
 	return p, nil
 }
 
-// Close stops the background reconciler and waits for it. Undelivered
-// intents stay in the container for the next provider. It is idempotent.
+// Close stops the background work and waits for it. In event-driven mode
+// it first hands this replica's leases to the others (graceful hand-off).
+// Undelivered intents stay in the container for the next provider. It is
+// idempotent.
 func (p *Provider) Close() error {
 	p.closed.Do(func() {
+		if p.ev != nil {
+			p.ev.close()
+		}
 		p.stop()
 		p.wg.Wait()
 	})
 	return nil
 }
+
+// Mode returns the provider's dispatch mode.
+func (p *Provider) Mode() Mode { return p.cfg.Mode }
 
 // Name implements durable.Provider.
 func (p *Provider) Name() string { return Name }
@@ -183,7 +211,11 @@ func (p *Provider) EnqueueForWorker(ctx context.Context, item durable.WorkItem) 
 	if err != nil {
 		return durable.Permanent(op, err, "encode work item")
 	}
-	return mapErr(op, p.s.create(ctx, d.InstanceID, d, false))
+	if err := p.s.create(ctx, d.InstanceID, d, false); err != nil {
+		return mapErr(op, err)
+	}
+	p.noteQueueDocs(d)
+	return nil
 }
 
 // EnqueueForOrchestrator implements durable.Provider.
@@ -199,7 +231,11 @@ func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item durable.Work
 	if err != nil {
 		return durable.Permanent(op, err, "encode work item")
 	}
-	return mapErr(op, p.s.create(ctx, d.InstanceID, d, false))
+	if err := p.s.create(ctx, d.InstanceID, d, false); err != nil {
+		return mapErr(op, err)
+	}
+	p.noteQueueDocs(d)
+	return nil
 }
 
 // partitionView is what one query over an instance's partition returns for

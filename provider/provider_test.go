@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -54,7 +56,20 @@ func TestMain(m *testing.M) {
 // testConfig is a provider configuration on the emulator.
 func testConfig(container string) Config {
 	return Config{Endpoint: emu.Endpoint(), Key: emu.Key(), Database: testDatabase, Container: container,
-		ClientOptions: emu.ClientOptions(), ReconcileInterval: 250 * time.Millisecond, ReconcileAge: 250 * time.Millisecond}
+		ClientOptions: emu.ClientOptions(), ReconcileInterval: 250 * time.Millisecond, ReconcileAge: 250 * time.Millisecond,
+		Mode: ModePolling}
+}
+
+// eventConfig is an event-driven provider configuration on the emulator
+// with short lease and feed settings.
+func eventConfig(container string) Config {
+	c := testConfig(container)
+	c.Mode = ModeEventDriven
+	c.LeaseExpiry, c.HeartbeatInterval = 2*time.Second, 400*time.Millisecond
+	c.WatchActiveDelay, c.WatchIdleCeiling = 10*time.Millisecond, 100*time.Millisecond
+	c.FeedActiveDelay, c.FeedIdleCeiling = 5*time.Millisecond, 250*time.Millisecond
+	c.SafetySweepInterval = 5 * time.Second
+	return c
 }
 
 func openProvider(t testing.TB, cfg Config) *Provider {
@@ -127,4 +142,47 @@ func (f *cosmosFactory) MaxAttemptCount(t testing.TB, store, instance string) ui
 
 func TestConformance(t *testing.T) {
 	conformance.Run(t, &cosmosFactory{})
+}
+
+// eventFactory opens event-driven providers for the conformance suite.
+// The suite's replicas expect any of them to fetch any instance, which
+// slot ownership deliberately does not give (a slot's orchestrations run
+// on its owner), so every provider it opens is a complete event-driven
+// replica of its own: its own lease partition, owning every slot, reading
+// the whole feed. Correctness between them rests, as it must, on the
+// ETag-conditional locks; lease sharing is tested by the multi-replica
+// tests.
+type eventFactory struct{}
+
+func (f *eventFactory) Open(t testing.TB, store string) durable.Provider {
+	cfg := eventConfig(store)
+	cfg.LeaseBlocks = 1
+	cfg.FeedIdleCeiling = 300 * time.Millisecond
+	cfg.leasePartition = "$leases-" + randomID()
+	cfg.joinEagerly = true
+	return openProvider(t, cfg)
+}
+
+func (f *eventFactory) Options() conformance.Options {
+	o := (&cosmosFactory{}).Options()
+	o.LongPolling = true
+	return o
+}
+
+func (f *eventFactory) CorruptInstanceHistory(t testing.TB, store, instance string) {
+	(&cosmosFactory{}).CorruptInstanceHistory(t, store, instance)
+}
+
+func (f *eventFactory) MaxAttemptCount(t testing.TB, store, instance string) uint32 {
+	return (&cosmosFactory{}).MaxAttemptCount(t, store, instance)
+}
+
+func TestConformanceEventDriven(t *testing.T) {
+	conformance.Run(t, &eventFactory{})
+}
+
+func randomID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

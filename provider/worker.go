@@ -38,16 +38,26 @@ func tagClause(f durable.TagFilter) (string, []azcosmos.QueryParameter) {
 
 // FetchWorkItem implements durable.Provider (polling mode, as
 // FetchOrchestrationItem).
-func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, _ time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter) (*durable.LockedWorkItem, error) {
+func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter) (*durable.LockedWorkItem, error) {
 	const op = "fetch_work_item"
 	if tags.Mode() == durable.TagsNone {
 		return nil, nil
+	}
+	if p.ev != nil {
+		return p.fetchWorkEvent(ctx, lockTimeout, pollTimeout, session, tags)
 	}
 	sh, release, err := p.work.acquire(ctx)
 	if err != nil {
 		return nil, durable.Retryable(op, err, "cancelled")
 	}
 	defer release()
+	return p.fetchWorkPolling(ctx, lockTimeout, session, tags, sh)
+}
+
+// fetchWorkPolling runs the worker candidate query over the share's slots
+// and locks the oldest item it may take.
+func (p *Provider) fetchWorkPolling(ctx context.Context, lockTimeout time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter, sh share) (*durable.LockedWorkItem, error) {
+	const op = "fetch_work_item"
 	now := nowMS()
 	sql := "SELECT c.id, c.instanceId, c.enqueuedAt, c.sessionId, c._etag FROM c WHERE c.type = 'worker_queue' AND c.visibleAt <= @now AND c.lockedUntil <= @now"
 	params := []azcosmos.QueryParameter{param("@now", now)}
@@ -187,6 +197,7 @@ func (p *Provider) AckWorkItem(ctx context.Context, lockToken string, completion
 	}
 	ops := []batchOp{{kind: "delete", id: q.ID, ifMatch: q.ETag}}
 	var intent *intentDoc
+	var local *queueDoc
 	if completion != nil {
 		if err := validateItem(op, completion, durable.OrchestratorQueue); err != nil {
 			return err
@@ -197,6 +208,7 @@ func (p *Provider) AckWorkItem(ctx context.Context, lockToken string, completion
 				return durable.Permanent(op, err, "encode completion")
 			}
 			ops = append(ops, opCreate(d))
+			local = &d
 		} else {
 			key := "work|" + t.instance + "|" + t.nonce
 			d, err := newQueueDoc(outboxTargetID(key), completion, nowMS())
@@ -215,8 +227,12 @@ func (p *Provider) AckWorkItem(ctx context.Context, lockToken string, completion
 		}
 		return mapErr(op, err)
 	}
+	p.workReleased(q)
+	if local != nil {
+		p.noteQueueDocs(*local)
+	}
 	if intent != nil {
-		p.outbox.deliverAll(ctx, []intentDoc{*intent})
+		p.deliverIntents(ctx, t.instance, []intentDoc{*intent})
 	}
 	if q.SessionID != "" {
 		p.touchSession(ctx, q.SessionID)
@@ -249,9 +265,14 @@ func (p *Provider) AbandonWorkItem(ctx context.Context, lockToken string, delay 
 	if ignoreAttempt && q.AttemptCount > 0 {
 		pt.AppendIncrement("/attemptCount", -1)
 	}
-	if _, err := p.s.patch(ctx, t.instance, q.ID, pt, q.ETag, nil); err != nil && !lostRace(err) {
-		return mapErr(op, err)
+	if _, err := p.s.patch(ctx, t.instance, q.ID, pt, q.ETag, nil); err != nil {
+		if !lostRace(err) {
+			return mapErr(op, err)
+		}
+		return nil
 	}
+	q.LockToken, q.LockedUntil, q.VisibleAt = "", 0, nowMS()+durMS(delay)
+	p.noteQueueDocs(q)
 	return nil
 }
 
@@ -350,4 +371,16 @@ func (p *Provider) CleanupOrphanedSessions(ctx context.Context, _ time.Duration)
 		n++
 	}
 	return n, nil
+}
+
+// workReleased records, in event-driven mode, that this process removed a
+// work item it had locked: the expiry wakeup of that lock is void.
+func (p *Provider) workReleased(q *queueDoc) {
+	if p.ev == nil || !p.ev.isJoined() {
+		return
+	}
+	e := p.ev
+	e.mu.Lock()
+	e.wreleased[workKey(q.InstanceID, q.ID)] = q.LockedUntil
+	e.mu.Unlock()
 }

@@ -1,0 +1,1180 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"go.uber.org/zap"
+
+	"github.com/durafeed/durafeed/changefeed"
+	"github.com/durafeed/durafeed/internal/epk"
+	"github.com/durafeed/durafeed/leasestore"
+	"github.com/durafeed/durafeed/wakeup"
+)
+
+// allSlots is every dispatch slot: fetches wait on all of them, since only
+// owned (or hinted) slots are ever signalled.
+var allSlots = wakeup.All(SlotCount)
+
+// engine is the event-driven mode: the wakeup hubs, and while the replica
+// takes part in dispatch a session (lease store, change-feed processor,
+// background loops). The hubs exist from New; a session starts with the
+// replica's first FetchOrchestrationItem and ends when no orchestration
+// fetch has run for idleLeave (the runtime stopped dispatching) or at
+// Close, handing the leases off either way. A Provider used only as a
+// client therefore never takes slots it would not serve.
+type engine struct {
+	p   *Provider
+	cfg Config
+	log *zap.Logger
+	per int // slots per lease
+
+	orch  *wakeup.Hub // orchestrator queue: keys "w"+instance, "l"+instance (lock expiry)
+	work  *wakeup.Hub // worker queue: keys workKey(instance, doc id)
+	maint *wakeup.Hub // deferred publication/deletion checks: key instance
+
+	sessMu sync.Mutex
+	sess   atomic.Pointer[session]
+	closed atomic.Bool
+	wg     sync.WaitGroup // sessions being left
+
+	orchInFlight  atomic.Int32 // FetchOrchestrationItem calls in flight
+	lastOrchFetch atomic.Int64 // unix ms at which the last one returned
+
+	mu        sync.Mutex
+	blocked   map[string]int       // instances found locked with work waiting: slot
+	released  map[string]int64     // orchestration locks we released: instance -> lockedUntil
+	wreleased map[string]int64     // work-item locks we released: key -> lockedUntil
+	parked    map[string]parkedWI  // worker wakeups no fetch so far could take (tag, session)
+	refused   map[string]refusedOI // orchestration wakeups refused by a capability filter
+
+	// Worker dispatch capacity, for backlog hints.
+	workWaiting atomic.Int32 // FetchWorkItem calls in flight
+	workPeak    atomic.Int32 // their high-water mark
+	hint        hintState
+	hinted      map[string]hintSeen // other replicas' hints: replica -> latest
+
+	stats engineStats
+	// holdIntents makes the feed handler refuse batches holding an outbox
+	// intent (tests: a crash between a commit and its delivery).
+	holdIntents atomic.Bool
+}
+
+// session is one period of this replica's participation in dispatch.
+type session struct {
+	store  *leasestore.Store
+	proc   *changefeed.Processor
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	owned     atomic.Pointer[wakeup.Set]
+	catchKick chan struct{}
+	hintKick  chan struct{}
+	mu        sync.Mutex
+	catchup   wakeup.Set // owned slots awaiting their catch-up query
+
+	// ready is closed once the replica owns its share of the leases and
+	// has caught up on their backlog (or after readyWait): the first fetch
+	// of a session waits for it, so that even a fetch with a zero poll
+	// timeout sees the work already queued.
+	ready     chan struct{}
+	readyOnce sync.Once
+}
+
+// Per-slot bounds of the hubs (wakeup.Options.MaxPendingPerSlot): a slot
+// whose pending wakeups pass the bound collapses into a Scan, and a scan
+// signals at most half the bound, so that it never collapses the slot
+// again at once; what it leaves is found by a later scan, the feed or the
+// safety sweep. Worker wakeups are per document (one orchestration may fan
+// out thousands of activities), orchestration wakeups per instance.
+const (
+	orchSlotBound = 1 << 14
+	workSlotBound = 1 << 16
+)
+
+// idleLeave is how long a replica keeps its leases with no orchestration
+// fetch running: then it hands them off (its dispatchers were stopped) and
+// rejoins at the next fetch.
+const idleLeave = 5 * time.Second
+
+// engineStats are counters for tests and diagnostics.
+type engineStats struct {
+	orchFetched    atomic.Int64 // orchestration items returned
+	workFetched    atomic.Int64 // work items returned
+	feedDelivered  atomic.Int64 // outbox intents delivered by the feed handler
+	sweepDelivered atomic.Int64 // outbox intents delivered by the safety sweep
+	sweeps         atomic.Int64 // safety sweeps run
+	catchups       atomic.Int64 // catch-up queries run
+	hintsWritten   atomic.Int64 // backlog hint documents written
+	hintScans      atomic.Int64 // scans run for another replica's hint
+}
+
+// parkedWI is a worker wakeup the fetch that took it could not use.
+type parkedWI struct {
+	slot     int
+	key      string
+	tag      string
+	session  bool
+	parkedAt int64
+}
+
+// refusedOI is an orchestration wakeup a capability filter refused.
+type refusedOI struct {
+	slot    int
+	version string // the instance's pinned version
+	at      int64
+}
+
+// hintSeen is another replica's latest hint as this one saw it.
+type hintSeen struct {
+	slots   []int
+	seq     int64
+	seenAt  time.Time // when seq last changed
+	scanned map[int]time.Time
+}
+
+// hintStale is how long a hint whose sequence number does not change is
+// followed: an owner refreshes an active hint every hintRefresh.
+const (
+	hintRefresh = 2 * time.Second
+	hintStale   = 5 * hintRefresh
+)
+
+// hintState is the owner side of backlog hints.
+type hintState struct {
+	mu        sync.Mutex
+	published bool
+	slots     []int
+	count     int
+	seq       int64
+	hot       int // consecutive checks over capacity
+	cold      int // consecutive checks with nothing due
+	lastWrite time.Time
+}
+
+func defaultReplicaID() string {
+	host, _ := os.Hostname()
+	host = strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == '?' || r == '#' || unicode.IsControl(r) || unicode.IsSpace(r) {
+			return '-'
+		}
+		return r
+	}, host)
+	if len(host) > 100 {
+		host = host[:100]
+	}
+	if host == "" {
+		host = "replica"
+	}
+	return fmt.Sprintf("%s-%08x", host, rand.Uint32())
+}
+
+func newEngine(p *Provider, cfg Config) (*engine, error) {
+	b := cfg.LeaseBlocks
+	if b < 1 || b > SlotCount || b&(b-1) != 0 {
+		return nil, fmt.Errorf("provider: LeaseBlocks %d is not a power of two from 1 to %d", b, SlotCount)
+	}
+	if cfg.ReplicaID == "" {
+		cfg.ReplicaID = defaultReplicaID()
+	}
+	e := &engine{p: p, cfg: cfg, log: p.log.With(zap.String("replica", cfg.ReplicaID)), per: SlotCount / b,
+		blocked: map[string]int{}, released: map[string]int64{}, wreleased: map[string]int64{}, parked: map[string]parkedWI{},
+		refused: map[string]refusedOI{}, hinted: map[string]hintSeen{}}
+	var err error
+	if e.orch, err = wakeup.New(wakeup.Options{MaxPendingPerSlot: orchSlotBound}); err != nil {
+		return nil, err
+	}
+	e.work, _ = wakeup.New(wakeup.Options{MaxPendingPerSlot: workSlotBound})
+	e.maint, _ = wakeup.New(wakeup.Options{})
+	return e, nil
+}
+
+func (e *engine) leasePartition() string {
+	if e.cfg.leasePartition != "" {
+		return e.cfg.leasePartition
+	}
+	return leasestore.DefaultPartitionKeyValue
+}
+
+// isJoined reports whether the replica takes part in dispatch now.
+func (e *engine) isJoined() bool { return e.sess.Load() != nil }
+
+// isOwned reports whether this replica holds the lease of slot.
+func (e *engine) isOwned(slot int) bool {
+	s := e.sess.Load()
+	return s != nil && s.owned.Load().Contains(slot)
+}
+
+// ownedSet returns the slots owned now.
+func (e *engine) ownedSet() wakeup.Set {
+	if s := e.sess.Load(); s != nil {
+		return *s.owned.Load()
+	}
+	return wakeup.Set{}
+}
+
+// join starts a session unless one runs; it never blocks on I/O. It
+// returns nil after Close.
+func (e *engine) join() *session {
+	if s := e.sess.Load(); s != nil {
+		return s
+	}
+	e.sessMu.Lock()
+	defer e.sessMu.Unlock()
+	if s := e.sess.Load(); s != nil {
+		return s
+	}
+	if e.closed.Load() {
+		return nil
+	}
+	s, err := e.startSession()
+	if err != nil {
+		e.log.Error("event-driven engine did not start", zap.Error(err))
+		return nil
+	}
+	e.sess.Store(s)
+	return s
+}
+
+func (e *engine) startSession() (*session, error) {
+	s := &session{catchKick: make(chan struct{}, 1), hintKick: make(chan struct{}, 1), ready: make(chan struct{})}
+	s.owned.Store(&wakeup.Set{})
+	so := leasestore.Options{
+		ReplicaID:         e.cfg.ReplicaID,
+		PartitionKey:      "/instanceId",
+		PartitionKeyValue: e.leasePartition(),
+		Ranges:            leasestore.SlotBlocks(e.cfg.LeaseBlocks, SlotCount),
+		LeaseExpiry:       e.cfg.LeaseExpiry,
+		HeartbeatInterval: e.cfg.HeartbeatInterval,
+		WatchActiveDelay:  e.cfg.WatchActiveDelay,
+		WatchIdleCeiling:  e.cfg.WatchIdleCeiling,
+		Logger:            e.log,
+		OnChange:          func(ev leasestore.Event) { e.onLeaseChange(s, ev) },
+		OnDocument:        e.onLeaseDocument,
+	}
+	st, err := leasestore.New(e.p.s.c, so)
+	if err != nil {
+		return nil, err
+	}
+	proc, err := changefeed.New(e.p.s.c, st, e.handle, changefeed.Options{
+		ActiveDelay:        e.cfg.FeedActiveDelay,
+		IdleCeiling:        max(e.cfg.FeedIdleCeiling, e.cfg.FeedActiveDelay),
+		StartFrom:          changefeed.StartFromNow(),
+		Filter:             relevantDoc,
+		CheckpointInterval: checkpointInterval,
+		Logger:             e.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.store, s.proc = st, proc
+	e.lastOrchFetch.Store(time.Now().UnixMilli())
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	ctx := s.ctx
+	timer := time.AfterFunc(readyWait, func() { s.readyOnce.Do(func() { close(s.ready) }) })
+	s.goLoop(func() {
+		<-ctx.Done()
+		timer.Stop()
+	})
+	s.goLoop(func() {
+		if err := st.Run(ctx); err != nil && ctx.Err() == nil {
+			e.log.Error("lease store stopped", zap.Error(err))
+		}
+	})
+	s.goLoop(func() { _ = proc.Run(ctx) })
+	s.goLoop(func() { e.catchupLoop(s) })
+	s.goLoop(func() { e.sweepLoop(s) })
+	s.goLoop(func() { e.maintLoop(ctx) })
+	s.goLoop(func() { e.hintLoop(s) })
+	s.goLoop(func() { e.idleLoop(s) })
+	return s, nil
+}
+
+func (s *session) goLoop(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+}
+
+// leave ends session s: with graceful, its leases are handed off and its
+// backlog hint removed first; without, it stops as if it had crashed.
+func (e *engine) leave(s *session, graceful bool) {
+	e.sessMu.Lock()
+	if e.sess.Load() != s {
+		e.sessMu.Unlock()
+		return
+	}
+	e.sess.Store(nil)
+	e.sessMu.Unlock()
+	if graceful {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.store.Release(ctx); err != nil {
+			e.log.Warn("lease release failed", zap.Error(err))
+		}
+		e.clearHint(ctx)
+		cancel()
+	}
+	s.cancel()
+	s.wg.Wait()
+	all := wakeup.All(SlotCount)
+	e.orch.Drop(all)
+	e.work.Drop(all)
+	e.maint.Drop(all)
+	e.mu.Lock()
+	clear(e.blocked)
+	clear(e.parked)
+	clear(e.refused)
+	clear(e.hinted)
+	e.mu.Unlock()
+	e.hint.mu.Lock()
+	e.hint.published, e.hint.slots, e.hint.count, e.hint.hot, e.hint.cold = false, nil, 0, 0, 0
+	e.hint.mu.Unlock()
+}
+
+// idleLoop leaves the session once no orchestration fetch has run for
+// idleLeave.
+func (e *engine) idleLoop(s *session) {
+	for sleepCtx(s.ctx, time.Second) {
+		if e.orchInFlight.Load() > 0 {
+			continue
+		}
+		if time.Since(time.UnixMilli(e.lastOrchFetch.Load())) < idleLeave {
+			continue
+		}
+		e.log.Info("no orchestration fetch for a while: handing the leases off")
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			e.leave(s, true)
+		}()
+		return
+	}
+}
+
+// close hands the leases off (graceful stop) and stops everything.
+func (e *engine) close() {
+	if !e.closed.CompareAndSwap(false, true) {
+		return
+	}
+	if s := e.sess.Load(); s != nil {
+		e.leave(s, true)
+	}
+	e.wg.Wait()
+	e.closeHubs()
+}
+
+// crash stops everything without releasing leases or removing the hint:
+// to the other replicas this replica has died (tests).
+func (e *engine) crash() {
+	if !e.closed.CompareAndSwap(false, true) {
+		return
+	}
+	if s := e.sess.Load(); s != nil {
+		e.leave(s, false)
+	}
+	e.wg.Wait()
+	e.closeHubs()
+}
+
+func (e *engine) closeHubs() {
+	e.orch.Close()
+	e.work.Close()
+	e.maint.Close()
+}
+
+// blockSlots returns the slots of lease i.
+func (e *engine) blockSlots(i int) wakeup.Set {
+	return wakeup.Range(i*e.per, (i+1)*e.per-1)
+}
+
+// onLeaseChange is leasestore's OnChange: called with the store's lock
+// held, so it only updates memory and kicks goroutines.
+func (e *engine) onLeaseChange(s *session, ev leasestore.Event) {
+	slots := e.blockSlots(ev.Lease.Index)
+	cur := *s.owned.Load()
+	switch ev.Kind {
+	case leasestore.EventAcquired:
+		next := cur.Union(slots)
+		s.owned.Store(&next)
+		s.mu.Lock()
+		s.catchup = s.catchup.Union(slots)
+		s.mu.Unlock()
+		signalCh(s.catchKick)
+		if ev.Lease.Continuation == "" {
+			// A lease never read before starts at "now": cover the instant
+			// between the catch-up query and the reader's first read.
+			time.AfterFunc(time.Second, func() {
+				s.mu.Lock()
+				s.catchup = s.catchup.Union(slots.Intersect(*s.owned.Load()))
+				s.mu.Unlock()
+				signalCh(s.catchKick)
+			})
+		}
+	case leasestore.EventLost:
+		next := cur
+		for sl := range slots.All() {
+			next.Remove(sl)
+		}
+		s.owned.Store(&next)
+		if e.sess.Load() != s {
+			return // a session being left: leave drops everything
+		}
+		e.orch.Drop(slots)
+		e.work.Drop(slots)
+		e.maint.Drop(slots)
+		s.mu.Lock()
+		for sl := range slots.All() {
+			s.catchup.Remove(sl)
+		}
+		s.mu.Unlock()
+		e.mu.Lock()
+		for inst, sl := range e.blocked {
+			if slots.Contains(sl) {
+				delete(e.blocked, inst)
+			}
+		}
+		for k, r := range e.refused {
+			if slots.Contains(r.slot) {
+				delete(e.refused, k)
+			}
+		}
+		e.mu.Unlock()
+	}
+}
+
+func signalCh(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Hub keys.
+func orchKey(instance string) string { return "w" + instance }
+func lockKey(instance string) string { return "l" + instance }
+func workKey(instance, id string) string {
+	return strconv.Itoa(len(instance)) + ":" + instance + id
+}
+
+func splitWorkKey(k string) (instance, id string, ok bool) {
+	i := strings.IndexByte(k, ':')
+	if i < 0 {
+		return "", "", false
+	}
+	n, err := strconv.Atoi(k[:i])
+	if err != nil || n < 0 || i+1+n > len(k) {
+		return "", "", false
+	}
+	return k[i+1 : i+1+n], k[i+1+n:], true
+}
+
+// queueHead is what signalling needs of a queue document.
+type queueHead struct {
+	ID           string `json:"id"`
+	InstanceID   string `json:"instanceId"`
+	Type         string `json:"type"`
+	DispatchSlot int    `json:"dispatchSlot"`
+	VisibleAt    int64  `json:"visibleAt"`
+	LockedUntil  int64  `json:"lockedUntil"`
+	EnqueuedAt   int64  `json:"enqueuedAt"`
+}
+
+// byEnqueued sorts query results oldest first, so that wakeups signalled
+// from one query keep FIFO order.
+func byEnqueued[T any](rows []T, at func(*T) int64) {
+	sort.SliceStable(rows, func(i, j int) bool { return at(&rows[i]) < at(&rows[j]) })
+}
+
+// signalQueue turns a queue document's current state into a wakeup on the
+// local hubs, when its slot is owned here (or always, with force).
+func (e *engine) signalQueue(q queueHead, force bool) {
+	if q.DispatchSlot < 0 || q.DispatchSlot >= SlotCount || (!force && !e.isOwned(q.DispatchSlot)) {
+		return
+	}
+	now := nowMS()
+	switch q.Type {
+	case typeOrchQueue:
+		if q.LockedUntil > now {
+			e.orch.SignalAt(q.DispatchSlot, lockKey(q.InstanceID), msTime(q.LockedUntil))
+			return
+		}
+		e.orch.Signal(q.DispatchSlot, orchKey(q.InstanceID), msTime(q.VisibleAt))
+	case typeWorkQueue:
+		at := q.VisibleAt
+		if q.LockedUntil > at {
+			at = q.LockedUntil
+		}
+		e.work.Signal(q.DispatchSlot, workKey(q.InstanceID, q.ID), msTime(at))
+		if at <= now {
+			e.kickHint()
+		}
+	}
+}
+
+// noteQueueDocs signals documents this process just made visible.
+func (p *Provider) noteQueueDocs(docs ...queueDoc) {
+	if p.ev == nil || !p.ev.isJoined() {
+		return
+	}
+	for _, d := range docs {
+		p.ev.signalQueue(queueHead{ID: d.ID, InstanceID: d.InstanceID, Type: d.Type, DispatchSlot: d.DispatchSlot,
+			VisibleAt: d.VisibleAt, LockedUntil: d.LockedUntil}, false)
+	}
+}
+
+// lockedOrch records an orchestration lock this process took: its expiry
+// is signalled, and work that waited for it may go.
+func (e *engine) lockedOrch(instance string, until int64, more bool) {
+	slot := slotOf(instance)
+	e.mu.Lock()
+	if more {
+		e.blocked[instance] = slot // the rest goes once this turn is done
+	}
+	// A blocked mark stays: work signalled while this lock was being
+	// taken may not be in the turn; the release signals it.
+	delete(e.released, instance)
+	e.mu.Unlock()
+	if e.isOwned(slot) {
+		e.orch.SignalAt(slot, lockKey(instance), msTime(until))
+	}
+}
+
+// unlockedOrch records that a lock on instance (expiring at until) was
+// released by this process: its expiry wakeup is void, and work that
+// arrived while it was held may go now.
+func (e *engine) unlockedOrch(instance string, until int64) {
+	slot := slotOf(instance)
+	e.mu.Lock()
+	e.released[instance] = until
+	_, wasBlocked := e.blocked[instance]
+	delete(e.blocked, instance)
+	e.mu.Unlock()
+	if wasBlocked && e.isOwned(slot) {
+		e.orch.Signal(slot, orchKey(instance), time.Now())
+	}
+}
+
+// foundLocked records an instance a fetch found locked: it is retried when
+// the lock expires, or as soon as its holder releases it.
+func (e *engine) foundLocked(slot int, instance string, until int64) {
+	e.mu.Lock()
+	rel, ok := e.released[instance]
+	gone := ok && rel >= until // released by this process meanwhile
+	if !gone {
+		e.blocked[instance] = slot
+	}
+	e.mu.Unlock()
+	if gone {
+		e.orch.Signal(slot, orchKey(instance), time.Now())
+		return
+	}
+	e.orch.SignalAt(slot, lockKey(instance), msTime(until))
+}
+
+// instanceChanged reacts to an instance document seen on the feed.
+func (e *engine) instanceChanged(d *instanceDoc) {
+	slot := slotOf(d.InstanceID)
+	if !e.isOwned(slot) {
+		return
+	}
+	now := nowMS()
+	if !d.lockHeld(now) {
+		e.mu.Lock()
+		_, wasBlocked := e.blocked[d.InstanceID]
+		delete(e.blocked, d.InstanceID)
+		e.mu.Unlock()
+		if wasBlocked {
+			e.orch.Signal(slot, orchKey(d.InstanceID), time.Now())
+		}
+	}
+	if d.Publish != nil {
+		e.maint.Signal(slot, d.InstanceID, msTime(d.Publish.At+durMS(e.p.cfg.ReconcileAge)))
+	}
+	if d.Deleting != "" {
+		e.maint.Signal(slot, d.InstanceID, msTime(d.DeletingAt+e.p.deletionTimeout()))
+	}
+}
+
+// checkpointInterval is the least time between two checkpoints of a
+// lease: a checkpoint is a write (about 5 RU), and handling a document
+// twice after a hand-over is harmless (wakeups coalesce, deliveries are
+// idempotent).
+const checkpointInterval = 5 * time.Second
+
+// relevantDoc is the change-feed filter: only queue documents, outbox
+// intents and instance documents matter to the handler. History, KV,
+// execution records and everything in the lease partition (leases,
+// heartbeats, hints, whose writes would otherwise keep the reader of their
+// range busy) are skipped without a handler call or a checkpoint.
+func relevantDoc(raw json.RawMessage) bool {
+	var h struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(raw, &h) != nil {
+		return false
+	}
+	switch h.Type {
+	case typeOrchQueue, typeWorkQueue, typeIntent, typeInstance:
+		return true
+	}
+	return false
+}
+
+var errHeld = errors.New("provider: intent delivery held (test)")
+
+// feedDoc is the union of what the handler reads of any document.
+type feedDoc struct {
+	queueHead
+	LockToken string         `json:"lockToken"`
+	Publish   *publishRecord `json:"publish"`
+	Deleting  string         `json:"deleting"`
+}
+
+// handle is the change-feed handler: every changed document of an owned
+// slot block becomes a wakeup, a delivery or a deferred check.
+func (e *engine) handle(ctx context.Context, b changefeed.Batch) error {
+	for _, raw := range b.Documents {
+		var h feedDoc
+		if err := json.Unmarshal(raw, &h); err != nil {
+			continue // not ours
+		}
+		switch h.Type {
+		case typeOrchQueue, typeWorkQueue:
+			e.signalQueue(h.queueHead, false)
+		case typeInstance:
+			var d instanceDoc
+			if err := json.Unmarshal(raw, &d); err == nil {
+				e.instanceChanged(&d)
+			}
+		case typeIntent:
+			if e.holdIntents.Load() {
+				return errHeld
+			}
+			var in intentDoc
+			if err := json.Unmarshal(raw, &in); err != nil {
+				continue
+			}
+			if !e.isOwned(slotOf(in.InstanceID)) {
+				continue
+			}
+			if err := e.p.outbox.deliver(ctx, in); err != nil {
+				if ctx.Err() != nil || retryableStatus(statusOf(err)) || statusOf(err) == 0 {
+					return err // the batch is offered again
+				}
+				e.log.Warn("outbox intent left for the safety sweep", zap.String("source", in.InstanceID),
+					zap.String("target", in.TargetInstance), zap.Int("status", statusOf(err)))
+				continue
+			}
+			e.stats.feedDelivered.Add(1)
+		}
+	}
+	return nil
+}
+
+// slotSetClause renders a set of slots as a query condition over
+// c.dispatchSlot: one range per contiguous run.
+func slotSetClause(s wakeup.Set) (string, []azcosmos.QueryParameter) {
+	var parts []string
+	var params []azcosmos.QueryParameter
+	run := -1
+	flush := func(lo, hi int) {
+		n := itoa(len(params) / 2)
+		parts = append(parts, "(c.dispatchSlot >= @lo"+n+" AND c.dispatchSlot <= @hi"+n+")")
+		params = append(params, param("@lo"+n, lo), param("@hi"+n, hi))
+	}
+	prev := -2
+	for sl := range s.All() {
+		if sl >= SlotCount {
+			break
+		}
+		if sl != prev+1 {
+			if run >= 0 {
+				flush(run, prev)
+			}
+			run = sl
+		}
+		prev = sl
+	}
+	if run >= 0 {
+		flush(run, prev)
+	}
+	if len(parts) == 0 {
+		return "false", nil
+	}
+	if len(parts) == 1 && parts[0] == "(c.dispatchSlot >= @lo0 AND c.dispatchSlot <= @hi0)" && s.Len() == SlotCount {
+		return "true", nil
+	}
+	return "(" + strings.Join(parts, " OR ") + ")", params
+}
+
+// catchUp signals every queue document of the slots: the backlog of slots
+// newly owned (one query for all slots acquired together, instead of a
+// scan per slot).
+func (e *engine) catchUp(ctx context.Context, slots wakeup.Set) error {
+	clause, params := slotSetClause(slots)
+	rows, err := queryAll[queueHead](ctx, e.p.s, nil,
+		"SELECT c.id, c.instanceId, c.type, c.dispatchSlot, c.visibleAt, c.lockedUntil, c.enqueuedAt FROM c WHERE (c.type = 'orch_queue' OR c.type = 'worker_queue') AND "+clause,
+		params...)
+	if err != nil {
+		return err
+	}
+	byEnqueued(rows, func(r *queueHead) int64 { return r.EnqueuedAt })
+	e.stats.catchups.Add(1)
+	for _, r := range rows {
+		e.signalQueue(r, false)
+	}
+	return nil
+}
+
+// kickHint wakes the backlog-hint check of the running session.
+func (e *engine) kickHint() {
+	if s := e.sess.Load(); s != nil {
+		signalCh(s.hintKick)
+	}
+}
+
+func (e *engine) catchupLoop(s *session) {
+	ctx := s.ctx
+	delay := 100 * time.Millisecond
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.catchKick:
+		}
+		s.mu.Lock()
+		slots := s.catchup.Intersect(*s.owned.Load())
+		s.catchup = wakeup.Set{}
+		s.mu.Unlock()
+		if slots.IsEmpty() {
+			e.checkReady(s)
+			continue
+		}
+		err := e.catchUp(ctx, slots)
+		if err == nil {
+			e.checkReady(s)
+			delay = 100 * time.Millisecond
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		e.log.Warn("catch-up query failed; retrying", zap.Error(err))
+		s.mu.Lock()
+		s.catchup = s.catchup.Union(slots)
+		s.mu.Unlock()
+		if !sleepCtx(ctx, delay) {
+			return
+		}
+		delay = min(2*delay, 10*time.Second)
+		signalCh(s.catchKick)
+	}
+}
+
+// readyWait bounds how long the first fetch waits for the replica's share.
+const readyWait = 3 * time.Second
+
+// checkReady closes ready once no catch-up is pending and this replica
+// owns at least its fair share of the leases.
+func (e *engine) checkReady(s *session) {
+	s.mu.Lock()
+	pending := !s.catchup.Intersect(*s.owned.Load()).IsEmpty()
+	s.mu.Unlock()
+	if pending {
+		return
+	}
+	members := max(len(s.store.Members()), 1)
+	fair := (e.cfg.LeaseBlocks + members - 1) / members
+	if len(s.store.Owned()) >= fair {
+		s.readyOnce.Do(func() { close(s.ready) })
+	}
+}
+
+// awaitReady waits (bounded by readyWait) for the session's first lease
+// share and its catch-up.
+func (s *session) awaitReady(ctx context.Context) {
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+	case <-s.ctx.Done():
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// sweepRow is one result of the safety sweep.
+type sweepRow struct {
+	queueHead
+	TargetInstance string `json:"targetInstanceId"`
+	Payload        string `json:"payload"`
+	IdempotencyKey string `json:"idempotencyKey"`
+	CreatedAt      int64  `json:"createdAt"`
+}
+
+// sweepOnce is the safety net, one cross-partition query: visible unlocked
+// queue documents of owned slots, outbox intents older than ReconcileAge,
+// and instances with a stale publication or deletion.
+func (e *engine) sweepOnce(ctx context.Context) {
+	e.stats.sweeps.Add(1)
+	now := nowMS()
+	cut := now - durMS(e.p.cfg.ReconcileAge)
+	dcut := now - e.p.deletionTimeout()
+	clause, params := slotSetClause(e.ownedSet())
+	params = append(params, param("@now", now), param("@cut", cut), param("@dcut", dcut))
+	rows, err := queryAll[sweepRow](ctx, e.p.s, nil,
+		"SELECT c.id, c.instanceId, c.type, c.dispatchSlot, c.visibleAt, c.lockedUntil, c.enqueuedAt, c.targetInstanceId, c.payload, c.idempotencyKey, c.createdAt FROM c WHERE "+
+			"((c.type = 'orch_queue' OR c.type = 'worker_queue') AND c.visibleAt <= @now AND c.lockedUntil <= @now AND "+clause+") OR "+
+			"(c.type = 'outbox_intent' AND c.createdAt <= @cut) OR "+
+			"(c.type = 'instance' AND ((IS_DEFINED(c.publish) AND c.publish.at <= @cut) OR (IS_DEFINED(c.deleting) AND c.deletingAt <= @dcut)))",
+		params...)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("safety sweep failed", zap.Int("status", statusOf(err)), zap.Error(err))
+		}
+		return
+	}
+	byEnqueued(rows, func(r *sweepRow) int64 { return r.EnqueuedAt })
+	for _, r := range rows {
+		switch r.Type {
+		case typeOrchQueue, typeWorkQueue:
+			e.signalQueue(r.queueHead, false)
+		case typeIntent:
+			in := intentDoc{ID: r.ID, InstanceID: r.InstanceID, Type: typeIntent, TargetInstance: r.TargetInstance,
+				Payload: r.Payload, IdempotencyKey: r.IdempotencyKey, CreatedAt: r.CreatedAt}
+			if err := e.p.outbox.deliver(ctx, in); err != nil {
+				e.log.Info("outbox intent still undelivered", zap.String("source", in.InstanceID), zap.Int("status", statusOf(err)))
+				continue
+			}
+			e.stats.sweepDelivered.Add(1)
+		case typeInstance:
+			e.finishInstance(ctx, r.InstanceID)
+		}
+	}
+	e.pruneReleased(now)
+}
+
+func (e *engine) sweepLoop(s *session) {
+	ctx := s.ctx
+	for {
+		d := e.cfg.SafetySweepInterval
+		d -= time.Duration(rand.Int64N(int64(d)/10 + 1)) // jitter: replicas drift apart
+		if !sleepCtx(ctx, d) {
+			return
+		}
+		e.sweepOnce(ctx)
+	}
+}
+
+// pruneReleased forgets released locks whose expiry has long passed, and
+// parked wakeups older than a minute (the sweep re-finds them).
+func (e *engine) pruneReleased(now int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k, until := range e.released {
+		if until < now-60_000 {
+			delete(e.released, k)
+		}
+	}
+	for k, until := range e.wreleased {
+		if until < now-60_000 {
+			delete(e.wreleased, k)
+		}
+	}
+	for k, pw := range e.parked {
+		if pw.parkedAt < now-60_000 {
+			delete(e.parked, k)
+		}
+	}
+	for k, r := range e.refused {
+		if r.at < now-60_000 {
+			delete(e.refused, k)
+		}
+	}
+}
+
+// finishInstance publishes a committed large turn or purges a marked
+// instance whose writer died (deferred checks and the safety sweep).
+func (e *engine) finishInstance(ctx context.Context, instance string) {
+	d, err := e.p.readInstance(ctx, instance)
+	if err != nil || d == nil {
+		return
+	}
+	now := nowMS()
+	if d.Deleting != "" {
+		if d.DeletingAt <= now-e.p.deletionTimeout() {
+			if _, err := e.p.purge(ctx, instance, nil); err != nil && ctx.Err() == nil {
+				e.log.Warn("deletion sweep failed", zap.String("instance", instance), zap.Error(err))
+			}
+		}
+		return
+	}
+	if d.Publish != nil && d.Publish.At <= now-durMS(e.p.cfg.ReconcileAge) {
+		if err := e.p.publish(ctx, instance, d.Publish, d.ETag); err != nil && ctx.Err() == nil {
+			e.log.Warn("publication sweep failed", zap.String("instance", instance), zap.Error(err))
+		}
+	}
+}
+
+// maintLoop runs the deferred checks signalled by the feed handler.
+func (e *engine) maintLoop(ctx context.Context) {
+	for {
+		w, ok := e.maint.Wait(ctx, allSlots, time.Hour)
+		if ctx.Err() != nil || e.closed.Load() {
+			return
+		}
+		if !ok {
+			continue
+		}
+		e.finishInstance(ctx, w.Instance)
+	}
+}
+
+// ---- backlog hints ----
+
+// hintDoc advertises a worker backlog its owner cannot start alone. It
+// lives in the lease partition, so every replica's lease watch sees it.
+type hintDoc struct {
+	ID         string `json:"id"`
+	InstanceID string `json:"instanceId"`
+	Type       string `json:"type"`
+	Replica    string `json:"replica"`
+	Slots      []int  `json:"slots"`
+	Count      int    `json:"count"`
+	Seq        int64  `json:"seq"`
+}
+
+const typeHint = "backlog_hint"
+
+func hintID(replica string) string { return "hint:" + replica }
+
+// onLeaseDocument is leasestore's OnDocument: another replica's backlog
+// hint makes this replica scan the hinted slots for worker items.
+func (e *engine) onLeaseDocument(raw []byte) {
+	var h hintDoc
+	if err := json.Unmarshal(raw, &h); err != nil || h.Type != typeHint || h.Replica == e.cfg.ReplicaID {
+		return
+	}
+	e.mu.Lock()
+	prev, ok := e.hinted[h.Replica]
+	if !ok || h.Seq != prev.seq {
+		prev = hintSeen{slots: h.Slots, seq: h.Seq, seenAt: time.Now(), scanned: prev.scanned}
+		if prev.scanned == nil {
+			prev.scanned = map[int]time.Time{}
+		}
+	}
+	if len(h.Slots) == 0 {
+		delete(e.hinted, h.Replica)
+	} else {
+		e.hinted[h.Replica] = prev
+	}
+	e.mu.Unlock()
+	e.rescanHinted()
+}
+
+// rescanHinted signals a Scan of every slot another replica hints at, when
+// the last scan's findings there are all taken (a scan folds the slot's
+// pending wakeups into itself) and it is at least 200 ms old.
+func (e *engine) rescanHinted() {
+	now := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for r, h := range e.hinted {
+		if now.Sub(h.seenAt) > hintStale {
+			delete(e.hinted, r) // its owner stopped refreshing it
+			continue
+		}
+		for _, s := range h.slots {
+			if s < 0 || s >= SlotCount || e.isOwned(s) || now.Sub(h.scanned[s]) < 200*time.Millisecond {
+				continue
+			}
+			if e.work.Pending(wakeup.SetOf(s)) == 0 {
+				h.scanned[s] = now
+				e.work.SignalScan(s, now)
+			}
+		}
+	}
+}
+
+// workerBacklog counts due worker wakeups of owned slots and parked ones
+// (which no local fetch could take), per slot. Parked wakeups older than
+// parkRecheck go back to the hub, so a local fetch re-reads them: one that
+// another replica took meanwhile is then forgotten.
+func (e *engine) workerBacklog() (per map[int]int, due, parked int) {
+	owned := e.ownedSet()
+	per = map[int]int{}
+	for _, pw := range e.work.Snapshot().Pending {
+		if pw.Due && owned.Contains(pw.Slot) {
+			per[pw.Slot]++
+			due++
+		}
+	}
+	now := nowMS()
+	var back []parkedWI
+	e.mu.Lock()
+	for k, pw := range e.parked {
+		if !owned.Contains(pw.slot) {
+			continue
+		}
+		if pw.parkedAt < now-durMS(parkRecheck) {
+			back = append(back, pw)
+			delete(e.parked, k)
+			continue
+		}
+		per[pw.slot]++
+		parked++
+	}
+	e.mu.Unlock()
+	for _, pw := range back {
+		e.work.Signal(pw.slot, pw.key, time.Now())
+	}
+	return per, due, parked
+}
+
+// parkRecheck is how long a parked worker wakeup waits before a local
+// fetch reads its document again.
+const parkRecheck = 2 * time.Second
+
+// checkHint publishes this replica's backlog hint while its due worker
+// backlog exceeds what its worker dispatchers can start (or holds items
+// none of them may take: other tags, sessions), and clears it once
+// drained.
+func (e *engine) checkHint(ctx context.Context) {
+	per, due, parked := e.workerBacklog()
+	n := due + parked
+	capacity := max(int(e.workPeak.Load()), 1)
+	h := &e.hint
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case due > capacity || parked > 0:
+		h.hot++
+		h.cold = 0
+	case n == 0:
+		h.cold++
+		h.hot = 0
+	default:
+		h.hot, h.cold = 0, 0
+	}
+	write := false
+	var slots []int
+	if h.hot >= 2 {
+		for s := range per {
+			slots = append(slots, s)
+		}
+		sortInts(slots)
+		changed := !h.published || !equalInts(slots, h.slots) || n > 2*h.count || 2*n < h.count || time.Since(h.lastWrite) >= hintRefresh
+		write = changed && time.Since(h.lastWrite) >= 250*time.Millisecond
+	} else if h.cold >= 2 && h.published {
+		write = true
+		n = 0
+	}
+	if !write {
+		return
+	}
+	h.seq++
+	doc := hintDoc{ID: hintID(e.cfg.ReplicaID), InstanceID: e.leasePartition(), Type: typeHint, Replica: e.cfg.ReplicaID,
+		Slots: slots, Count: n, Seq: h.seq}
+	if doc.Slots == nil {
+		doc.Slots = []int{}
+	}
+	b, _ := json.Marshal(doc)
+	if _, err := e.p.s.c.UpsertItem(ctx, pk(doc.InstanceID), b, nil); err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("backlog hint not written", zap.Error(err))
+		}
+		return
+	}
+	e.stats.hintsWritten.Add(1)
+	h.lastWrite = time.Now()
+	h.published = len(slots) > 0
+	h.slots, h.count = slots, n
+}
+
+// hintLoop runs the backlog-hint check every 100 ms while a hint is
+// published or being considered, and otherwise sleeps until kicked.
+func (e *engine) hintLoop(s *session) {
+	const every = 100 * time.Millisecond
+	ctx := s.ctx
+	for {
+		e.hint.mu.Lock()
+		active := e.hint.published || e.hint.hot > 0
+		e.hint.mu.Unlock()
+		if !active {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.hintKick:
+			}
+		}
+		if !sleepCtx(ctx, every) {
+			return
+		}
+		e.checkHint(ctx)
+	}
+}
+
+// clearHint deletes this replica's hint document (graceful stop).
+func (e *engine) clearHint(ctx context.Context) {
+	e.hint.mu.Lock()
+	had := e.hint.seq > 0
+	e.hint.mu.Unlock()
+	if !had {
+		return
+	}
+	_, err := e.p.s.c.DeleteItem(ctx, pk(e.leasePartition()), hintID(e.cfg.ReplicaID), nil)
+	if err != nil && !isStatus(err, http.StatusNotFound) {
+		e.log.Info("backlog hint not removed", zap.Error(err))
+	}
+}
+
+func sortInts(a []int) {
+	for i := 1; i < len(a); i++ {
+		for j := i; j > 0 && a[j] < a[j-1]; j-- {
+			a[j], a[j-1] = a[j-1], a[j]
+		}
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// wakeRange makes the feed reader of slot read at once.
+func (e *engine) wakeSlot(slot int) {
+	if s := e.sess.Load(); s != nil {
+		s.proc.Wake(epk.SlotRange(slot, slot, SlotCount))
+	}
+}
