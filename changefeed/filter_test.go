@@ -43,12 +43,18 @@ func TestFilterAndCheckpointInterval(t *testing.T) {
 	require.Len(t, store.checkpoints("p0"), 1, "nor checkpointed")
 
 	kept := keysIn(t, "kept", p0, 5)
+	start := time.Now()
 	for i, k := range kept {
 		require.NoError(t, e.write(ctx, k, i))
 		time.Sleep(10 * time.Millisecond)
 	}
 	rec.waitUntil(t, "every kept document", func() bool { return len(rec.seen) == len(kept) })
-	require.LessOrEqual(t, len(store.checkpoints("p0")), 2, "batches within the interval share a checkpoint")
+	// At most one checkpoint per interval, whatever the machine's load
+	// stretched the writes to (without the interval each of the five
+	// batches would checkpoint): the pinned one, one per started interval,
+	// and one at the start.
+	allowed := 2 + int(time.Since(start)/(300*time.Millisecond))
+	require.LessOrEqual(t, len(store.checkpoints("p0")), allowed, "batches within the interval share a checkpoint")
 	last := store.get("p0")
 	require.Eventually(t, func() bool { return store.get("p0") != last || len(store.checkpoints("p0")) >= 2 }, 5*time.Second, 5*time.Millisecond,
 		"the pending checkpoint is written after the interval")
