@@ -1,0 +1,273 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
+	"github.com/durafeed/durafeed/cosmosemu"
+	"github.com/durafeed/durafeed/cosmosemu/knobs"
+)
+
+// Database is the database every benchmark container is created in.
+const Database = "bench"
+
+// EnvOptions configures an Env.
+type EnvOptions struct {
+	// PartitionCount is the number of physical partitions of every
+	// container (default 4).
+	PartitionCount int
+	// Latency is the delay injected into every request (the knobs' latency
+	// knob, constant unless Jitter is set): an in-region round trip is about
+	// 2 ms.
+	Latency time.Duration
+	// Jitter is the uniform half-width around Latency (default none).
+	Jitter time.Duration
+}
+
+// Env is an embedded cosmosemu with the knobs' middleware (counters,
+// latency, the simulated charge model knobs.DefaultChargeModel) and the
+// benchmark's own per-container, per-operation counter. Scenarios run in
+// containers of their own, so one Env serves many scenarios at once.
+type Env struct {
+	// Server is the emulator.
+	Server *cosmosemu.Server
+	// Knobs are its knobs; Knobs.Counters().Snapshot().ByContainer holds the
+	// totals the reports use.
+	Knobs *knobs.Knobs
+
+	opts      EnvOptions
+	ops       *opCounters
+	roundTrip time.Duration
+	seq       atomic.Int64
+}
+
+// StartEnv starts an emulator and measures its round trip (the median of
+// sequential point reads of a 1 KB document through the SDK, injected
+// latency included).
+func StartEnv(ctx context.Context, opts EnvOptions) (*Env, error) {
+	if opts.PartitionCount <= 0 {
+		opts.PartitionCount = cosmosemu.DefaultPartitionCount
+	}
+	k, err := knobs.New(knobs.Config{
+		Latency: knobs.LatencyConfig{Default: knobs.LatencySpec{Base: opts.Latency, Jitter: opts.Jitter}},
+		Charges: knobs.DefaultChargeModel(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	oc := &opCounters{m: map[string]map[string]*opCell{}}
+	// Ours is outermost, so it sees the charge the knobs' model set.
+	mw := append([]cosmosemu.Middleware{oc.middleware}, k.Middleware()...)
+	srv, err := cosmosemu.Start(ctx, cosmosemu.Options{PartitionCount: opts.PartitionCount, Middleware: mw})
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{Server: srv, Knobs: k, opts: opts, ops: oc}
+	if e.roundTrip, err = e.measureRoundTrip(ctx, 41); err != nil {
+		_ = srv.Close()
+		return nil, fmt.Errorf("bench: measuring the round trip: %w", err)
+	}
+	return e, nil
+}
+
+// Close stops the emulator.
+func (e *Env) Close() error { return e.Server.Close() }
+
+// Latency is the injected per-request latency.
+func (e *Env) Latency() time.Duration { return e.opts.Latency }
+
+// RoundTrip is the measured median point-read round trip.
+func (e *Env) RoundTrip() time.Duration { return e.roundTrip }
+
+// PartitionCount is the number of physical partitions per container.
+func (e *Env) PartitionCount() int { return e.opts.PartitionCount }
+
+// newContainer returns a fresh container name for a scenario.
+func (e *Env) newContainer(label string) string {
+	return fmt.Sprintf("%s-%d", label, e.seq.Add(1))
+}
+
+func (e *Env) measureRoundTrip(ctx context.Context, n int) (time.Duration, error) {
+	c, err := e.Server.NewClient()
+	if err != nil {
+		return 0, err
+	}
+	if _, err := c.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: Database}, nil); err != nil && !isConflict(err) {
+		return 0, err
+	}
+	db, err := c.NewDatabase(Database)
+	if err != nil {
+		return 0, err
+	}
+	name := e.newContainer("roundtrip")
+	if _, err := db.CreateContainer(ctx, azcosmos.ContainerProperties{ID: name,
+		PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/id"}}}, nil); err != nil {
+		return 0, err
+	}
+	cc, err := db.NewContainer(name)
+	if err != nil {
+		return 0, err
+	}
+	pk := azcosmos.NewPartitionKeyString("probe")
+	body := fmt.Sprintf(`{"id":"probe","pad":%q}`, strings.Repeat("x", 900))
+	if _, err := cc.CreateItem(ctx, pk, []byte(body), nil); err != nil {
+		return 0, err
+	}
+	samples := make([]time.Duration, 0, n)
+	for i := 0; i < n+1; i++ {
+		t0 := time.Now()
+		if _, err := cc.ReadItem(ctx, pk, "probe", nil); err != nil {
+			return 0, err
+		}
+		if i > 0 { // the first read may open the connection
+			samples = append(samples, time.Since(t0))
+		}
+	}
+	return Percentile(samples, 50), nil
+}
+
+func isConflict(err error) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && re.StatusCode == http.StatusConflict
+}
+
+// Usage is what the requests addressing one container cost.
+type Usage struct {
+	// Requests and RequestCharge (simulated RU) are the knobs' counters for
+	// the container.
+	Requests      int64   `json:"requests"`
+	RequestCharge float64 `json:"request_charge"`
+	// ByOperation splits them by operation (and resource type when not a
+	// document; "[$leases]" marks requests on the lease partition).
+	ByOperation map[string]OpUsage `json:"by_operation"`
+}
+
+// OpUsage is the cost of one kind of operation.
+type OpUsage struct {
+	Requests      int64   `json:"requests"`
+	RequestCharge float64 `json:"request_charge"`
+}
+
+// usage reads the counters of a container.
+func (e *Env) usage(container string) Usage {
+	st := e.Knobs.Counters().Snapshot().ByContainer[Database+"/"+container]
+	return Usage{Requests: st.Requests, RequestCharge: st.RequestCharge, ByOperation: e.ops.snapshot(container)}
+}
+
+// sub returns u - v.
+func (u Usage) sub(v Usage) Usage {
+	out := Usage{Requests: u.Requests - v.Requests, RequestCharge: round2(u.RequestCharge - v.RequestCharge),
+		ByOperation: map[string]OpUsage{}}
+	for k, a := range u.ByOperation {
+		b := v.ByOperation[k]
+		if d := (OpUsage{Requests: a.Requests - b.Requests, RequestCharge: round2(a.RequestCharge - b.RequestCharge)}); d.Requests != 0 {
+			out.ByOperation[k] = d
+		}
+	}
+	return out
+}
+
+func round2(v float64) float64 { return math.Round(v*100) / 100 }
+
+// opCounters counts requests and charges per container and operation
+// label. The knobs' counters have either dimension but not both.
+type opCounters struct {
+	mu sync.Mutex
+	m  map[string]map[string]*opCell // container → label → cell
+}
+
+type opCell struct {
+	requests atomic.Int64
+	milliRU  atomic.Int64
+}
+
+func (o *opCounters) cell(container, label string) *opCell {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	byLabel := o.m[container]
+	if byLabel == nil {
+		byLabel = map[string]*opCell{}
+		o.m[container] = byLabel
+	}
+	c := byLabel[label]
+	if c == nil {
+		c = &opCell{}
+		byLabel[label] = c
+	}
+	return c
+}
+
+func (o *opCounters) snapshot(container string) map[string]OpUsage {
+	o.mu.Lock()
+	byLabel := maps.Clone(o.m[container])
+	o.mu.Unlock()
+	out := make(map[string]OpUsage, len(byLabel))
+	for k, c := range byLabel {
+		out[k] = OpUsage{Requests: c.requests.Load(), RequestCharge: float64(c.milliRU.Load()) / 1000}
+	}
+	return out
+}
+
+// leasePartitionMarker identifies requests on the provider's lease
+// partition by their partition-key header.
+const leasePartitionMarker = "$leases"
+
+func opLabel(req *cosmosemu.Request) string {
+	label := string(req.Operation)
+	if req.ResourceType != cosmosemu.ResourceDocument {
+		label += " " + string(req.ResourceType)
+	}
+	if req.HTTP != nil && strings.Contains(req.HTTP.Header.Get("x-ms-documentdb-partitionkey"), leasePartitionMarker) {
+		label += " [$leases]"
+	}
+	return label
+}
+
+func (o *opCounters) middleware(next cosmosemu.Handler) cosmosemu.Handler {
+	return func(ctx context.Context, req *cosmosemu.Request) (resp *cosmosemu.Response) {
+		if req.Container == "" || req.Database != Database {
+			return next(ctx, req)
+		}
+		c := o.cell(req.Container, opLabel(req))
+		defer func() {
+			c.requests.Add(1)
+			if resp != nil {
+				// As the knobs' counters do: a success without a charge is
+				// reported to the client as 1 RU.
+				charge := resp.RequestCharge
+				if charge == 0 && resp.Status < 300 {
+					charge = 1
+				}
+				c.milliRU.Add(int64(math.Round(charge * 1000)))
+			}
+		}()
+		return next(ctx, req)
+	}
+}
+
+// sortedLabels returns the labels of m by descending charge.
+func sortedLabels(m map[string]OpUsage) []string {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b string) int {
+		if m[a].RequestCharge != m[b].RequestCharge {
+			if m[a].RequestCharge > m[b].RequestCharge {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	return keys
+}

@@ -1,0 +1,129 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/durafeed/durafeed/provider"
+)
+
+// IdleScenario measures what replicas cost while there is no work: each
+// replica is a provider with one orchestration and one worker dispatcher
+// loop (FetchLoop), on one shared container.
+type IdleScenario struct {
+	// Mode is the replicas' mode.
+	Mode Mode
+	// Replicas is the number of providers.
+	Replicas int
+	// Warmup is waited before the window starts (lease acquisition and
+	// balancing, readers backing off to their idle ceiling).
+	Warmup time.Duration
+	// Window is the measurement window, read in Slices of equal length to
+	// show whether the rate is steady (default one slice).
+	Window time.Duration
+	Slices int
+	// Fetch says how the dispatcher loops call fetch.
+	Fetch FetchLoop
+}
+
+// IdleResult is the outcome of an IdleScenario. Rates are per minute and
+// per replica: the container's total divided by the replica count, shared
+// costs (lease partition, heartbeats) included.
+type IdleResult struct {
+	Mode              Mode    `json:"mode"`
+	Replicas          int     `json:"replicas"`
+	InjectedLatencyMS float64 `json:"injected_latency_ms"`
+	WarmupS           float64 `json:"warmup_s"`
+	WindowS           float64 `json:"window_s"`
+	// RequestsPerMin and RUPerMin are per replica; RUPerSec is RUPerMin/60.
+	RequestsPerMin float64 `json:"requests_per_min_per_replica"`
+	RUPerMin       float64 `json:"ru_per_min_per_replica"`
+	RUPerSec       float64 `json:"ru_per_sec_per_replica"`
+	// SliceRUPerMin is RUPerMin in each slice of the window.
+	SliceRUPerMin []float64 `json:"slice_ru_per_min_per_replica"`
+	// ByOperation is per replica and minute.
+	ByOperation map[string]OpRate `json:"by_operation"`
+	// FetchesPerMin counts the dispatcher loops' fetch calls per replica
+	// and minute (both queues).
+	FetchesPerMin float64 `json:"fetches_per_min_per_replica"`
+	// FetchErrors counts failed fetches in the window.
+	FetchErrors int64 `json:"fetch_errors"`
+}
+
+// OpRate is the rate of one kind of operation.
+type OpRate struct {
+	RequestsPerMin float64 `json:"requests_per_min"`
+	RUPerMin       float64 `json:"ru_per_min"`
+}
+
+// RunIdle runs one idle scenario in a container of its own and closes its
+// providers.
+func (e *Env) RunIdle(ctx context.Context, s IdleScenario) (IdleResult, error) {
+	s.Fetch = s.Fetch.withDefaults()
+	if s.Replicas <= 0 {
+		s.Replicas = 1
+	}
+	if s.Slices <= 0 {
+		s.Slices = 1
+	}
+	res := IdleResult{Mode: s.Mode, Replicas: s.Replicas, InjectedLatencyMS: ms(e.Latency()),
+		WarmupS: s.Warmup.Seconds(), WindowS: s.Window.Seconds()}
+	if s.Window <= 0 {
+		return res, fmt.Errorf("bench: idle window must be positive")
+	}
+	container := e.newContainer(fmt.Sprintf("idle-%s-%d", s.Mode, s.Replicas))
+	loopCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var fetches, errs atomic.Int64
+	var replicas []*provider.Provider
+	defer func() {
+		stop()
+		wg.Wait()
+		for _, p := range replicas {
+			_ = p.Close()
+		}
+	}()
+	for range s.Replicas {
+		p, err := e.openProvider(ctx, container, s.Mode)
+		if err != nil {
+			return res, err
+		}
+		replicas = append(replicas, p)
+		wg.Go(func() { runFetchLoop(loopCtx, countingProvider{p, &fetches}, s.Mode, s.Fetch, &errs, nil) })
+		wg.Go(func() { runWorkerLoop(loopCtx, countingProvider{p, &fetches}, s.Mode, s.Fetch, &errs) })
+	}
+	if !sleepCtx(ctx, s.Warmup) {
+		return res, ctx.Err()
+	}
+	start, f0, e0 := e.usage(container), fetches.Load(), errs.Load()
+	prev := start
+	slice := s.Window / time.Duration(s.Slices)
+	perReplicaMin := func(v float64, d time.Duration) float64 {
+		return round2(v / float64(s.Replicas) / d.Minutes())
+	}
+	for range s.Slices {
+		if !sleepCtx(ctx, slice) {
+			return res, ctx.Err()
+		}
+		cur := e.usage(container)
+		res.SliceRUPerMin = append(res.SliceRUPerMin, perReplicaMin(cur.RequestCharge-prev.RequestCharge, slice))
+		prev = cur
+	}
+	window := slice * time.Duration(s.Slices)
+	total := prev.sub(start)
+	res.WindowS = window.Seconds()
+	res.RequestsPerMin = perReplicaMin(float64(total.Requests), window)
+	res.RUPerMin = perReplicaMin(total.RequestCharge, window)
+	res.RUPerSec = math.Round(res.RUPerMin/60*1000) / 1000
+	res.ByOperation = map[string]OpRate{}
+	for k, u := range total.ByOperation {
+		res.ByOperation[k] = OpRate{RequestsPerMin: perReplicaMin(float64(u.Requests), window), RUPerMin: perReplicaMin(u.RequestCharge, window)}
+	}
+	res.FetchesPerMin = perReplicaMin(float64(fetches.Load()-f0), window)
+	res.FetchErrors = errs.Load() - e0
+	return res, nil
+}

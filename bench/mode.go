@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/durafeed/durafeed/provider"
+)
+
+// Mode is the provider's dispatch mode under test.
+type Mode string
+
+// The modes compared.
+const (
+	// ModeEventDriven is the provider's change-feed mode: fetches long-poll
+	// on wakeups.
+	ModeEventDriven Mode = "event-driven"
+	// ModePolling is the seeds' algorithm: a fetch queries and returns nil
+	// at once when there is no work; the caller sleeps and polls again.
+	ModePolling Mode = "polling"
+)
+
+// Modes lists every mode, event-driven first.
+var Modes = []Mode{ModeEventDriven, ModePolling}
+
+// ParseMode parses a mode name.
+func ParseMode(s string) (Mode, error) {
+	for _, m := range Modes {
+		if string(m) == s {
+			return m, nil
+		}
+	}
+	return "", fmt.Errorf("bench: unknown mode %q (want %q or %q)", s, ModeEventDriven, ModePolling)
+}
+
+// providerConfig is the configuration of one replica in mode m: provider
+// defaults except for the store's address. This is the only place that
+// maps a Mode onto provider.Config.
+func (e *Env) providerConfig(container string, m Mode) (provider.Config, error) {
+	cfg := provider.Config{
+		Endpoint:      e.Server.Endpoint(),
+		Key:           e.Server.Key(),
+		Database:      Database,
+		Container:     container,
+		ClientOptions: e.Server.ClientOptions(), // its own connections: a separate replica
+	}
+	switch m {
+	case ModePolling:
+		cfg.Mode = provider.ModePolling
+		return cfg, nil
+	case ModeEventDriven:
+		cfg.Mode = provider.ModeEventDriven
+		return cfg, nil
+	}
+	return cfg, fmt.Errorf("bench: unknown mode %q", m)
+}
+
+// clientMode is the mode of the separate provider instance that enqueues
+// in the cross-replica scenarios: the fetcher's. It never fetches, and an
+// event-driven provider joins the lease group (takes slots) only on its
+// first fetch, so it stays a plain client of the same container.
+func clientMode(m Mode) Mode { return m }
+
+// activeFeedDelay is the delay between change-feed reads while changes
+// flow, with default settings (the latency target is this plus five round
+// trips).
+func activeFeedDelay() time.Duration { return provider.DefaultFeedActiveDelay }
+
+// openProvider opens one replica.
+func (e *Env) openProvider(ctx context.Context, container string, m Mode) (*provider.Provider, error) {
+	cfg, err := e.providerConfig(container, m)
+	if err != nil {
+		return nil, err
+	}
+	return provider.New(ctx, cfg)
+}

@@ -1,0 +1,200 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Target thresholds (from the issue that introduced the event-driven mode).
+const (
+	// TargetWakeSpeedup: event-driven p50 wake latency at least this many
+	// times lower than polling at the seeds' 1 s interval.
+	TargetWakeSpeedup = 20
+	// TargetP99RoundTrips: event-driven p99 wake latency at most the active
+	// feed delay plus this many round trips.
+	TargetP99RoundTrips = 5
+	// TargetIdleCostRatio: event-driven idle charge per replica at most
+	// this fraction of polling's.
+	TargetIdleCostRatio = 0.2
+)
+
+// TargetResult is one target checked against the measurements.
+type TargetResult struct {
+	// Target names the target; Subject the scenario it was checked on.
+	Target            string  `json:"target"`
+	Subject           string  `json:"subject"`
+	InjectedLatencyMS float64 `json:"injected_latency_ms"`
+	// Want and Got say the threshold and the measurement.
+	Want string `json:"want"`
+	Got  string `json:"got"`
+	Met  bool   `json:"met"`
+}
+
+func (r *Report) findLatency(lat float64, c Case, m Mode) *LatencyResult {
+	for i := range r.Latency {
+		l := &r.Latency[i]
+		if l.InjectedLatencyMS == lat && l.Case == c && l.Mode == m && l.N > 0 {
+			return l
+		}
+	}
+	return nil
+}
+
+func (r *Report) findIdle(lat float64, n int, m Mode) *IdleResult {
+	for i := range r.Idle {
+		l := &r.Idle[i]
+		if l.InjectedLatencyMS == lat && l.Replicas == n && l.Mode == m && l.WindowS > 0 {
+			return l
+		}
+	}
+	return nil
+}
+
+func evaluateTargets(r *Report) []TargetResult {
+	var out []TargetResult
+	for _, env := range r.Environments {
+		lat := env.InjectedLatencyMS
+		for _, c := range []Case{CaseWakeRemote, CaseWakeLocal} {
+			ed, poll := r.findLatency(lat, c, ModeEventDriven), r.findLatency(lat, c, ModePolling)
+			if ed != nil && poll != nil {
+				ratio := poll.P50MS / max(ed.P50MS, 0.001)
+				out = append(out, TargetResult{Target: "p50 wake ≥20× lower than polling", Subject: string(c), InjectedLatencyMS: lat,
+					Want: fmt.Sprintf("≥ %d×", TargetWakeSpeedup),
+					Got:  fmt.Sprintf("%.1f× (%.2f ms vs %.2f ms)", ratio, ed.P50MS, poll.P50MS),
+					Met:  ratio >= TargetWakeSpeedup && ed.Lost == 0})
+			}
+			if ed != nil {
+				limit := activeFeedDelay() + TargetP99RoundTrips*time.Duration(env.RoundTripMS*float64(time.Millisecond))
+				got := fmt.Sprintf("%.2f ms", ed.P99MS)
+				if ed.Lost > 0 {
+					got += fmt.Sprintf(", %d lost", ed.Lost)
+				}
+				out = append(out, TargetResult{Target: "p99 wake ≤ active feed delay + 5 round trips", Subject: string(c), InjectedLatencyMS: lat,
+					Want: fmt.Sprintf("≤ %.2f ms (%v + 5 × %.2f ms)", ms(limit), activeFeedDelay(), env.RoundTripMS),
+					Got:  got, Met: ed.P99MS <= ms(limit) && ed.Lost == 0})
+			}
+		}
+		for _, n := range replicaCounts(r) {
+			ed, poll := r.findIdle(lat, n, ModeEventDriven), r.findIdle(lat, n, ModePolling)
+			if ed == nil || poll == nil {
+				continue
+			}
+			ratio := ed.RUPerMin / max(poll.RUPerMin, 0.001)
+			out = append(out, TargetResult{Target: "idle RU per replica ≤ 1/5 of polling", Subject: fmt.Sprintf("%d replicas", n), InjectedLatencyMS: lat,
+				Want: fmt.Sprintf("≤ %.2f", TargetIdleCostRatio),
+				Got:  fmt.Sprintf("%.2f (%.1f vs %.1f RU/min)", ratio, ed.RUPerMin, poll.RUPerMin),
+				Met:  ratio <= TargetIdleCostRatio})
+		}
+	}
+	return out
+}
+
+func replicaCounts(r *Report) []int {
+	var out []int
+	seen := map[int]bool{}
+	for _, i := range r.Idle {
+		if !seen[i.Replicas] {
+			seen[i.Replicas] = true
+			out = append(out, i.Replicas)
+		}
+	}
+	return out
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes the report as human-readable tables.
+func (r *Report) WriteTable(w io.Writer) error {
+	s := r.Settings
+	var b strings.Builder
+	fmt.Fprintf(&b, "durafeed-bench: event-driven vs polling on cosmosemu, %d physical partitions; %s, %s, %d CPUs; %.0f s\n",
+		s.PartitionCount, r.GoVersion, r.Platform, r.NumCPU, r.ElapsedS)
+	fmt.Fprintf(&b, "latency: %d samples per row after %d warm-up, one item in flight, pause before each enqueue %s, timer delay %s;\n",
+		s.Samples, s.Warmup, s.Interval, s.TimerDelay)
+	fmt.Fprintf(&b, "polling sleeps %s after an empty fetch, event-driven fetch long-polls %s; nearest-rank percentiles (p99 = max below 100 samples)\n",
+		s.PollInterval, s.PollTimeout)
+	for _, e := range r.Environments {
+		fmt.Fprintf(&b, "round trip (point-read median) with %v ms injected: %.2f ms\n", e.InjectedLatencyMS, e.RoundTripMS)
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(w, "\nWake latency (enqueue return → fetch return) and timer lateness (fetch − (enqueue + delay)), ms\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "injected\tcase\tmode\tn\tp50\tp90\tp99\tmax\tlost\t")
+	for _, l := range r.Latency {
+		fmt.Fprintf(tw, "%vms\t%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t\n", l.InjectedLatencyMS, l.Case, l.Mode, l.N, l.P50MS, l.P90MS, l.P99MS, l.MaxMS, l.Lost)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(w, "\nIdle cost per replica (simulated RU, %s window in %d slices after %s warm-up; orchestration + worker dispatcher per replica)\n",
+		s.IdleWindow, s.IdleSlices, s.IdleWarmup)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "injected\treplicas\tmode\treq/min\tRU/min\tRU/s\tslices RU/min\ttop operations (RU/min)")
+	for _, l := range r.Idle {
+		lo, hi := minMax(l.SliceRUPerMin)
+		fmt.Fprintf(tw, "%vms\t%d\t%s\t%.1f\t%.1f\t%.2f\t%.1f–%.1f\t%s\n", l.InjectedLatencyMS, l.Replicas, l.Mode,
+			l.RequestsPerMin, l.RUPerMin, l.RUPerSec, lo, hi, topOps(l.ByOperation, 4))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	if len(r.Targets) > 0 {
+		fmt.Fprintf(w, "\nTargets\n")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "injected\ttarget\tsubject\twant\tgot\tmet")
+		for _, t := range r.Targets {
+			met := "yes"
+			if !t.Met {
+				met = "NO"
+			}
+			fmt.Fprintf(tw, "%vms\t%s\t%s\t%s\t%s\t%s\n", t.InjectedLatencyMS, t.Target, t.Subject, t.Want, t.Got, met)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	for _, e := range r.Errors {
+		fmt.Fprintf(w, "error: %s\n", e)
+	}
+	return nil
+}
+
+func minMax(v []float64) (float64, float64) {
+	if len(v) == 0 {
+		return 0, 0
+	}
+	lo, hi := v[0], v[0]
+	for _, x := range v[1:] {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return lo, hi
+}
+
+func topOps(m map[string]OpRate, n int) string {
+	u := make(map[string]OpUsage, len(m))
+	for k, v := range m {
+		u[k] = OpUsage{RequestCharge: v.RUPerMin}
+	}
+	var parts []string
+	for i, k := range sortedLabels(u) {
+		if i == n {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s %.1f", k, m[k].RUPerMin))
+	}
+	return strings.Join(parts, ", ")
+}

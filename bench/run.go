@@ -1,0 +1,316 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Config configures Run. Zero fields take the documented defaults
+// (DefaultConfig).
+type Config struct {
+	// Modes to compare (default both).
+	Modes []Mode
+	// Latencies injected per request, one emulator each (default 0 and
+	// 2 ms).
+	Latencies []time.Duration
+	// Cases of the latency phase (default all).
+	Cases []Case
+	// Replicas are the replica counts of the idle phase (default 1 and 3).
+	Replicas []int
+
+	// Samples per latency scenario after Warmup discarded ones (default 50
+	// and 3).
+	Samples, Warmup int
+	// Interval is the random pause before each enqueue (default
+	// 20 ms–1.02 s). Keep its width a whole number of polling intervals:
+	// the loop is closed, so the pause starts when the polling fetcher last
+	// found an item, and only such a width puts each enqueue at a uniformly
+	// random phase of the polling loop (a 1.2 s width puts polling's mean
+	// near 0.7 s instead of 0.5 s).
+	Interval Range
+	// TimerDelay is the visibility delay of timer items (default
+	// 200 ms–1 s).
+	TimerDelay Range
+	// Fetch says how dispatcher loops call fetch (defaults: 1 s polling
+	// sleep, 5 s long-poll, 30 s lock).
+	Fetch FetchLoop
+	// SampleTimeout bounds the wait for one item (default 30 s).
+	SampleTimeout time.Duration
+
+	// IdleWarmup, IdleWindow and IdleSlices shape the idle measurement
+	// (default 15 s, 30 s, 6).
+	IdleWarmup, IdleWindow time.Duration
+	IdleSlices             int
+
+	// PartitionCount is the number of physical partitions (default 4).
+	PartitionCount int
+	// Parallel bounds how many event-driven latency scenarios run at once
+	// (default 2, interleaved across emulators; negative: no bound). Polling
+	// latency scenarios all run alongside them, and idle scenarios all run
+	// at once afterwards: every scenario has its own container.
+	Parallel int
+	// Seed seeds intervals and delays (default 1).
+	Seed uint64
+	// Progress, when set, receives one line per finished step (one call at
+	// a time).
+	Progress func(string)
+}
+
+// DefaultConfig returns the configuration `go run ./cmd/durafeed-bench`
+// uses without flags.
+func DefaultConfig() Config {
+	return Config{
+		Modes:          append([]Mode(nil), Modes...),
+		Latencies:      []time.Duration{0, 2 * time.Millisecond},
+		Cases:          append([]Case(nil), Cases...),
+		Replicas:       []int{1, 3},
+		Samples:        50,
+		Warmup:         3,
+		Interval:       Range{20 * time.Millisecond, 1020 * time.Millisecond},
+		TimerDelay:     Range{200 * time.Millisecond, time.Second},
+		Fetch:          FetchLoop{}.withDefaults(),
+		SampleTimeout:  30 * time.Second,
+		IdleWarmup:     15 * time.Second,
+		IdleWindow:     30 * time.Second,
+		IdleSlices:     6,
+		PartitionCount: 4,
+		Parallel:       2,
+		Seed:           1,
+	}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Modes == nil {
+		c.Modes = d.Modes
+	}
+	if c.Latencies == nil {
+		c.Latencies = d.Latencies
+	}
+	if c.Cases == nil {
+		c.Cases = d.Cases
+	}
+	if c.Replicas == nil {
+		c.Replicas = d.Replicas
+	}
+	if c.Samples <= 0 {
+		c.Samples = d.Samples
+	}
+	if c.Warmup < 0 {
+		c.Warmup = 0
+	}
+	if c.Interval == (Range{}) {
+		c.Interval = d.Interval
+	}
+	if c.TimerDelay == (Range{}) {
+		c.TimerDelay = d.TimerDelay
+	}
+	c.Fetch = c.Fetch.withDefaults()
+	if c.SampleTimeout <= 0 {
+		c.SampleTimeout = d.SampleTimeout
+	}
+	if c.IdleWindow <= 0 {
+		c.IdleWindow = d.IdleWindow
+	}
+	if c.IdleWarmup < 0 {
+		c.IdleWarmup = 0
+	}
+	if c.IdleSlices <= 0 {
+		c.IdleSlices = d.IdleSlices
+	}
+	if c.PartitionCount <= 0 {
+		c.PartitionCount = d.PartitionCount
+	}
+	if c.Parallel == 0 {
+		c.Parallel = d.Parallel
+	}
+	if c.Seed == 0 {
+		c.Seed = d.Seed
+	}
+	return c
+}
+
+// Report is everything a run measured. It is written as a table
+// (WriteTable) and as JSON.
+type Report struct {
+	StartedAt time.Time `json:"started_at"`
+	ElapsedS  float64   `json:"elapsed_s"`
+	GoVersion string    `json:"go_version"`
+	Platform  string    `json:"platform"`
+	NumCPU    int       `json:"num_cpu"`
+	Settings  Settings  `json:"settings"`
+	// Environments are the emulators, one per injected latency.
+	Environments []EnvInfo       `json:"environments"`
+	Latency      []LatencyResult `json:"latency"`
+	Idle         []IdleResult    `json:"idle"`
+	Targets      []TargetResult  `json:"targets"`
+	// Errors lists the scenarios that failed.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Settings echoes the configuration of a run.
+type Settings struct {
+	Samples         int    `json:"samples"`
+	Warmup          int    `json:"warmup_samples"`
+	Interval        string `json:"interval"`
+	TimerDelay      string `json:"timer_delay"`
+	PollInterval    string `json:"poll_interval"`
+	PollTimeout     string `json:"poll_timeout"`
+	IdleWarmup      string `json:"idle_warmup"`
+	IdleWindow      string `json:"idle_window"`
+	IdleSlices      int    `json:"idle_slices"`
+	PartitionCount  int    `json:"partition_count"`
+	Parallel        int    `json:"parallel"`
+	Seed            uint64 `json:"seed"`
+	ActiveFeedDelay string `json:"active_feed_delay"`
+	ChargeModel     string `json:"charge_model"`
+}
+
+// EnvInfo describes one emulator.
+type EnvInfo struct {
+	InjectedLatencyMS float64 `json:"injected_latency_ms"`
+	// RoundTripMS is the median point-read round trip measured at start.
+	RoundTripMS float64 `json:"round_trip_ms"`
+}
+
+// Run starts one emulator per latency, runs every latency scenario (phase
+// one) and then every idle scenario (phase two), and evaluates the
+// targets. Failed scenarios are listed in Report.Errors and also returned
+// (joined); the report holds everything that did complete.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg = cfg.withDefaults()
+	start := time.Now()
+	var progressMu sync.Mutex
+	progress := func(format string, args ...any) {
+		progressMu.Lock()
+		defer progressMu.Unlock()
+		if cfg.Progress != nil {
+			cfg.Progress(fmt.Sprintf("[%5.1fs] ", time.Since(start).Seconds()) + fmt.Sprintf(format, args...))
+		}
+	}
+	rep := &Report{StartedAt: start.UTC(), GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH,
+		NumCPU: runtime.NumCPU(), Settings: Settings{
+			Samples: cfg.Samples, Warmup: cfg.Warmup, Interval: cfg.Interval.String(), TimerDelay: cfg.TimerDelay.String(),
+			PollInterval: cfg.Fetch.PollInterval.String(), PollTimeout: cfg.Fetch.PollTimeout.String(),
+			IdleWarmup: cfg.IdleWarmup.String(), IdleWindow: cfg.IdleWindow.String(), IdleSlices: cfg.IdleSlices,
+			PartitionCount: cfg.PartitionCount, Parallel: cfg.Parallel, Seed: cfg.Seed,
+			ActiveFeedDelay: activeFeedDelay().String(), ChargeModel: "knobs.DefaultChargeModel (simulated RU)",
+		}}
+
+	var envs []*Env
+	defer func() {
+		for _, e := range envs {
+			_ = e.Close()
+		}
+	}()
+	for _, lat := range cfg.Latencies {
+		e, err := StartEnv(ctx, EnvOptions{PartitionCount: cfg.PartitionCount, Latency: lat})
+		if err != nil {
+			return rep, err
+		}
+		envs = append(envs, e)
+		rep.Environments = append(rep.Environments, EnvInfo{InjectedLatencyMS: ms(lat), RoundTripMS: ms(e.RoundTrip())})
+		progress("emulator with %v injected latency: round trip %v", lat, e.RoundTrip().Round(time.Microsecond))
+	}
+	modes := cfg.Modes
+
+	var mu sync.Mutex
+	var errs []error
+	fail := func(what string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(errs, fmt.Errorf("%s: %w", what, err))
+		rep.Errors = append(rep.Errors, what+": "+err.Error())
+	}
+
+	// Phase one: latency. Event-driven scenarios measure milliseconds and
+	// are sensitive to CPU contention, so at most cfg.Parallel of them run
+	// at once, interleaved across emulators; polling scenarios (dominated
+	// by the 1 s interval, and light) all run alongside.
+	var edJobs, pollJobs []func()
+	for _, c := range cfg.Cases {
+		for _, m := range modes {
+			for _, e := range envs {
+				i := len(rep.Latency)
+				rep.Latency = append(rep.Latency, LatencyResult{Mode: m, Case: c, InjectedLatencyMS: ms(e.Latency())})
+				job := func() {
+					r, err := e.RunLatency(ctx, LatencyScenario{Mode: m, Case: c, Samples: cfg.Samples, Warmup: cfg.Warmup,
+						Interval: cfg.Interval, TimerDelay: cfg.TimerDelay, Fetch: cfg.Fetch, SampleTimeout: cfg.SampleTimeout, Seed: cfg.Seed})
+					mu.Lock()
+					rep.Latency[i] = r
+					mu.Unlock()
+					what := fmt.Sprintf("%s %s at %v", c, m, e.Latency())
+					if err != nil {
+						fail(what, err)
+						return
+					}
+					progress("%s: p50 %.2f ms, p99 %.2f ms (%d samples, %d lost)", what, r.P50MS, r.P99MS, r.N, r.Lost)
+				}
+				if m == ModePolling {
+					pollJobs = append(pollJobs, job)
+				} else {
+					edJobs = append(edJobs, job)
+				}
+			}
+		}
+	}
+	var phase sync.WaitGroup
+	phase.Go(func() { runJobs(0, pollJobs) })
+	phase.Go(func() { runJobs(cfg.Parallel, edJobs) })
+	phase.Wait()
+	slices.SortStableFunc(rep.Latency, func(a, b LatencyResult) int {
+		return cmp.Compare(a.InjectedLatencyMS, b.InjectedLatencyMS)
+	})
+
+	// Phase two: idle cost.
+	var idleJobs []func()
+	for _, e := range envs {
+		for _, n := range cfg.Replicas {
+			for _, m := range modes {
+				i := len(rep.Idle)
+				rep.Idle = append(rep.Idle, IdleResult{Mode: m, Replicas: n, InjectedLatencyMS: ms(e.Latency())})
+				idleJobs = append(idleJobs, func() {
+					r, err := e.RunIdle(ctx, IdleScenario{Mode: m, Replicas: n, Warmup: cfg.IdleWarmup, Window: cfg.IdleWindow,
+						Slices: cfg.IdleSlices, Fetch: cfg.Fetch})
+					mu.Lock()
+					rep.Idle[i] = r
+					mu.Unlock()
+					what := fmt.Sprintf("idle %s, %d replicas at %v", m, n, e.Latency())
+					if err != nil {
+						fail(what, err)
+						return
+					}
+					progress("%s: %.1f requests/min, %.1f RU/min per replica", what, r.RequestsPerMin, r.RUPerMin)
+				})
+			}
+		}
+	}
+	runJobs(0, idleJobs)
+
+	rep.Targets = evaluateTargets(rep)
+	rep.ElapsedS = time.Since(start).Round(100 * time.Millisecond).Seconds()
+	return rep, errors.Join(errs...)
+}
+
+// runJobs runs jobs with at most parallel at once (all for parallel <= 0).
+func runJobs(parallel int, jobs []func()) {
+	if parallel <= 0 {
+		parallel = len(jobs)
+	}
+	sem := make(chan struct{}, max(parallel, 1))
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			j()
+		})
+	}
+	wg.Wait()
+}

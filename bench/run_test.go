@@ -1,0 +1,94 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// tinyConfig is a complete run in a few seconds: every mode and case, one
+// replica, short intervals and a fast polling loop.
+func tinyConfig() Config {
+	return Config{
+		Latencies:     []time.Duration{0},
+		Replicas:      []int{1},
+		Samples:       3,
+		Warmup:        1,
+		Interval:      Range{Min: time.Millisecond, Max: 20 * time.Millisecond},
+		TimerDelay:    Range{Min: 30 * time.Millisecond, Max: 60 * time.Millisecond},
+		Fetch:         FetchLoop{PollInterval: 50 * time.Millisecond, PollTimeout: 500 * time.Millisecond},
+		SampleTimeout: 20 * time.Second,
+		IdleWarmup:    200 * time.Millisecond,
+		IdleWindow:    800 * time.Millisecond,
+		IdleSlices:    2,
+	}
+}
+
+func TestTinyRunProducesSaneNumbers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var lines []string
+	cfg := tinyConfig()
+	cfg.Progress = func(s string) { lines = append(lines, s) } // Run serialises the calls
+	rep, err := Run(ctx, cfg)
+	require.NoError(t, err)
+	require.NotEmpty(t, lines)
+	require.Empty(t, rep.Errors)
+	require.Len(t, rep.Environments, 1)
+	require.Greater(t, rep.Environments[0].RoundTripMS, 0.0)
+
+	require.Len(t, rep.Latency, len(Cases)*len(Modes))
+	for _, l := range rep.Latency {
+		name := string(l.Case) + "/" + string(l.Mode)
+		require.Equal(t, 3, l.N, name)
+		require.Zero(t, l.Lost, name)
+		require.Len(t, l.SamplesMS, 3, name)
+		require.Len(t, l.PausesMS, 3, name)
+		require.LessOrEqual(t, l.MinMS, l.P50MS, name)
+		require.LessOrEqual(t, l.P50MS, l.P99MS, name)
+		require.Equal(t, l.P99MS, l.MaxMS, name)
+		// Loose bounds that only a broken harness misses: an item is
+		// fetched within the poll interval (or a feed read) plus slack,
+		// never long before it was enqueued.
+		require.Greater(t, l.MinMS, -50.0, name)
+		require.Less(t, l.MaxMS, 10000.0, name)
+		if l.Case != CaseTimer {
+			require.Greater(t, l.MinMS, 0.0, name)
+		}
+	}
+
+	require.Len(t, rep.Idle, len(Modes))
+	for _, r := range rep.Idle {
+		name := string(r.Mode)
+		require.Greater(t, r.RequestsPerMin, 0.0, name)
+		require.Greater(t, r.RUPerMin, 0.0, name)
+		require.Len(t, r.SliceRUPerMin, 2, name)
+		require.NotEmpty(t, r.ByOperation, name)
+		var sum float64
+		for _, op := range r.ByOperation {
+			sum += op.RUPerMin
+		}
+		// The per-operation counter and the knobs' per-container counter
+		// see the same requests.
+		require.InDelta(t, r.RUPerMin, sum, 0.05*r.RUPerMin+1, name)
+		require.Greater(t, r.FetchesPerMin, 0.0, name)
+	}
+	require.NotEmpty(t, rep.Targets)
+
+	var table bytes.Buffer
+	require.NoError(t, rep.WriteTable(&table))
+	for _, want := range []string{"Wake latency", "Idle cost per replica", "Targets", "wake-remote", "event-driven", "polling"} {
+		require.Contains(t, table.String(), want)
+	}
+	var js bytes.Buffer
+	require.NoError(t, rep.WriteJSON(&js))
+	var back Report
+	require.NoError(t, json.Unmarshal(js.Bytes(), &back))
+	require.Equal(t, rep.Latency, back.Latency)
+	require.Equal(t, rep.Idle, back.Idle)
+	require.Equal(t, rep.Targets, back.Targets)
+}

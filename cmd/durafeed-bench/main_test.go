@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/durafeed/durafeed/bench"
+)
+
+func TestParseFlagsDefaults(t *testing.T) {
+	o, err := parseFlags(nil, io.Discard)
+	require.NoError(t, err)
+	d := bench.DefaultConfig()
+	require.Equal(t, d.Modes, o.cfg.Modes)
+	require.Equal(t, d.Cases, o.cfg.Cases)
+	require.Equal(t, d.Latencies, o.cfg.Latencies)
+	require.Equal(t, d.Replicas, o.cfg.Replicas)
+	require.Equal(t, d.Interval, o.cfg.Interval)
+	require.Equal(t, d.TimerDelay, o.cfg.TimerDelay)
+	require.Equal(t, d.Samples, o.cfg.Samples)
+	require.Equal(t, d.Fetch, o.cfg.Fetch)
+	require.Equal(t, "durafeed-bench.json", o.out)
+}
+
+func TestParseFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-modes", "polling", "-cases", "", "-latencies", "0, 2ms,5ms", "-replicas", "2",
+		"-interval", "10ms-20ms", "-timer-delay", "300ms", "-samples", "7"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []bench.Mode{bench.ModePolling}, o.cfg.Modes)
+	require.Empty(t, o.cfg.Cases)
+	require.NotNil(t, o.cfg.Cases, "an empty list disables the phase rather than taking the default")
+	require.Equal(t, []time.Duration{0, 2 * time.Millisecond, 5 * time.Millisecond}, o.cfg.Latencies)
+	require.Equal(t, []int{2}, o.cfg.Replicas)
+	require.Equal(t, bench.Range{Min: 10 * time.Millisecond, Max: 20 * time.Millisecond}, o.cfg.Interval)
+	require.Equal(t, bench.Range{Min: 300 * time.Millisecond, Max: 300 * time.Millisecond}, o.cfg.TimerDelay)
+	require.Equal(t, 7, o.cfg.Samples)
+
+	for _, bad := range [][]string{
+		{"-modes", "fast"}, {"-modes", ""}, {"-cases", "wake"}, {"-latencies", "2"}, {"-latencies", "-1ms"},
+		{"-replicas", "0"}, {"-interval", "2s-1s"}, {"-timer-delay", "x"}, {"-samples", "0"}, {"extra"},
+	} {
+		_, err := parseFlags(bad, io.Discard)
+		require.Error(t, err, "%q", bad)
+	}
+}
+
+// TestRunWritesTableAndJSON runs a minimal polling benchmark end to end.
+func TestRunWritesTableAndJSON(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.json")
+	var stdout bytes.Buffer
+	err := run([]string{"-modes", "polling", "-cases", "wake-local", "-latencies", "0", "-replicas", "1",
+		"-samples", "2", "-warmup", "0", "-interval", "1ms-5ms", "-poll-interval", "20ms",
+		"-idle-warmup", "0s", "-idle-window", "300ms", "-idle-slices", "1", "-out", out, "-quiet"}, &stdout, io.Discard)
+	require.NoError(t, err)
+	require.Contains(t, stdout.String(), "wake-local")
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	var rep bench.Report
+	require.NoError(t, json.Unmarshal(b, &rep))
+	require.Len(t, rep.Latency, 1)
+	require.Equal(t, 2, rep.Latency[0].N)
+	require.Len(t, rep.Idle, 1)
+	require.Greater(t, rep.Idle[0].RequestsPerMin, 0.0)
+}
