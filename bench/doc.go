@@ -39,7 +39,10 @@
 //     value can be negative by up to one write round trip.
 //
 // Percentiles are nearest-rank (Percentile): with fewer than 100 samples
-// the p99 is the maximum.
+// the p99 is the maximum. Run schedules event-driven latency scenarios one
+// at a time (each capped at 25 s, so a slow one reports fewer samples:
+// millisecond figures suffer from CPU contention on small machines), the
+// polling ones alongside, and the idle scenarios afterwards, all at once.
 //
 // Idle scenarios open 1 or 3 replicas (providers with default settings) on
 // one container, each running one orchestration and one worker dispatcher

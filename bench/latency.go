@@ -90,8 +90,11 @@ type LatencyScenario struct {
 	Mode Mode
 	// Case is what is measured.
 	Case Case
-	// Samples are kept after Warmup samples are discarded.
+	// Samples are kept after Warmup samples are discarded; when
+	// MaxDuration is positive, no sample starts after it has elapsed since
+	// the scenario started (so a slow scenario yields fewer samples).
 	Samples, Warmup int
+	MaxDuration     time.Duration
 	// Interval is the pause before each enqueue, drawn uniformly: it sets
 	// how long the system has been quiet (a change-feed reader backs off
 	// while nothing changes).
@@ -178,7 +181,11 @@ func (e *Env) RunLatency(ctx context.Context, s LatencyScenario) (LatencyResult,
 	// on identical intervals and delays.
 	rng := rand.New(rand.NewPCG(s.Seed, 0x6475726166656564))
 	var samples []time.Duration
+	began := time.Now()
 	for i := range s.Warmup + s.Samples {
+		if s.MaxDuration > 0 && i > s.Warmup && time.Since(began) >= s.MaxDuration {
+			break
+		}
 		pause := s.Interval.draw(rng.Float64())
 		if !sleepCtx(ctx, pause) {
 			return res, ctx.Err()

@@ -118,8 +118,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "durafeed-bench: event-driven vs polling on cosmosemu, %d physical partitions; %s, %s, %d CPUs; %.0f s\n",
 		s.PartitionCount, r.GoVersion, r.Platform, r.NumCPU, r.ElapsedS)
-	fmt.Fprintf(&b, "latency: %d samples per row after %d warm-up, one item in flight, pause before each enqueue %s, timer delay %s;\n",
-		s.Samples, s.Warmup, s.Interval, s.TimerDelay)
+	fmt.Fprintf(&b, "latency: up to %d samples per row (or %s) after %d warm-up, one item in flight, pause before each enqueue %s, timer delay %s;\n",
+		s.Samples, s.MaxDuration, s.Warmup, s.Interval, s.TimerDelay)
 	fmt.Fprintf(&b, "polling sleeps %s after an empty fetch, event-driven fetch long-polls %s; nearest-rank percentiles (p99 = max below 100 samples)\n",
 		s.PollInterval, s.PollTimeout)
 	for _, e := range r.Environments {

@@ -25,8 +25,13 @@ type Config struct {
 	Replicas []int
 
 	// Samples per latency scenario after Warmup discarded ones (default 50
-	// and 3).
+	// and 3). MaxDuration (default 25 s; negative: none) ends an
+	// event-driven scenario earlier: they run one at a time, and one whose
+	// samples take seconds would otherwise dominate the run. Polling
+	// scenarios run alongside and always take all their samples (about
+	// 1 s each).
 	Samples, Warmup int
+	MaxDuration     time.Duration
 	// Interval is the random pause before each enqueue (default
 	// 20 ms–1.02 s). Keep its width a whole number of polling intervals:
 	// the loop is closed, so the pause starts when the polling fetcher last
@@ -51,9 +56,9 @@ type Config struct {
 	// PartitionCount is the number of physical partitions (default 4).
 	PartitionCount int
 	// Parallel bounds how many event-driven latency scenarios run at once
-	// (default 2, interleaved across emulators; negative: no bound). Polling
-	// latency scenarios all run alongside them, and idle scenarios all run
-	// at once afterwards: every scenario has its own container.
+	// (default 1; negative: no bound). Polling latency scenarios run
+	// alongside them; idle scenarios all run at once afterwards. Every
+	// scenario has its own container.
 	Parallel int
 	// Seed seeds intervals and delays (default 1).
 	Seed uint64
@@ -72,6 +77,7 @@ func DefaultConfig() Config {
 		Replicas:       []int{1, 3},
 		Samples:        50,
 		Warmup:         3,
+		MaxDuration:    25 * time.Second,
 		Interval:       Range{20 * time.Millisecond, 1020 * time.Millisecond},
 		TimerDelay:     Range{200 * time.Millisecond, time.Second},
 		Fetch:          FetchLoop{}.withDefaults(),
@@ -80,7 +86,7 @@ func DefaultConfig() Config {
 		IdleWindow:     30 * time.Second,
 		IdleSlices:     6,
 		PartitionCount: 4,
-		Parallel:       2,
+		Parallel:       1,
 		Seed:           1,
 	}
 }
@@ -104,6 +110,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Warmup < 0 {
 		c.Warmup = 0
+	}
+	if c.MaxDuration == 0 {
+		c.MaxDuration = d.MaxDuration
 	}
 	if c.Interval == (Range{}) {
 		c.Interval = d.Interval
@@ -157,6 +166,7 @@ type Report struct {
 // Settings echoes the configuration of a run.
 type Settings struct {
 	Samples         int    `json:"samples"`
+	MaxDuration     string `json:"max_duration"`
 	Warmup          int    `json:"warmup_samples"`
 	Interval        string `json:"interval"`
 	TimerDelay      string `json:"timer_delay"`
@@ -196,7 +206,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := &Report{StartedAt: start.UTC(), GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH,
 		NumCPU: runtime.NumCPU(), Settings: Settings{
-			Samples: cfg.Samples, Warmup: cfg.Warmup, Interval: cfg.Interval.String(), TimerDelay: cfg.TimerDelay.String(),
+			Samples: cfg.Samples, MaxDuration: cfg.MaxDuration.String(), Warmup: cfg.Warmup, Interval: cfg.Interval.String(), TimerDelay: cfg.TimerDelay.String(),
 			PollInterval: cfg.Fetch.PollInterval.String(), PollTimeout: cfg.Fetch.PollTimeout.String(),
 			IdleWarmup: cfg.IdleWarmup.String(), IdleWindow: cfg.IdleWindow.String(), IdleSlices: cfg.IdleSlices,
 			PartitionCount: cfg.PartitionCount, Parallel: cfg.Parallel, Seed: cfg.Seed,
@@ -229,19 +239,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Errors = append(rep.Errors, what+": "+err.Error())
 	}
 
-	// Phase one: latency. Event-driven scenarios measure milliseconds and
-	// are sensitive to CPU contention, so at most cfg.Parallel of them run
-	// at once, interleaved across emulators; polling scenarios (dominated
-	// by the 1 s interval, and light) all run alongside.
+	// Phase one: latency, every scenario in its own container.
+	// Event-driven scenarios measure milliseconds and are sensitive to CPU
+	// contention (on 2 CPUs, twelve scenarios at once doubled the
+	// same-replica p99), so at most cfg.Parallel of them run at once;
+	// polling scenarios (dominated by the 1 s interval, and light) all run
+	// alongside.
 	var edJobs, pollJobs []func()
 	for _, c := range cfg.Cases {
 		for _, m := range modes {
 			for _, e := range envs {
 				i := len(rep.Latency)
 				rep.Latency = append(rep.Latency, LatencyResult{Mode: m, Case: c, InjectedLatencyMS: ms(e.Latency())})
+				maxDuration := cfg.MaxDuration
+				if m == ModePolling {
+					maxDuration = 0
+				}
 				job := func() {
 					r, err := e.RunLatency(ctx, LatencyScenario{Mode: m, Case: c, Samples: cfg.Samples, Warmup: cfg.Warmup,
-						Interval: cfg.Interval, TimerDelay: cfg.TimerDelay, Fetch: cfg.Fetch, SampleTimeout: cfg.SampleTimeout, Seed: cfg.Seed})
+						Interval: cfg.Interval, TimerDelay: cfg.TimerDelay, Fetch: cfg.Fetch, SampleTimeout: cfg.SampleTimeout, Seed: cfg.Seed,
+						MaxDuration: maxDuration})
 					mu.Lock()
 					rep.Latency[i] = r
 					mu.Unlock()
@@ -268,7 +285,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return cmp.Compare(a.InjectedLatencyMS, b.InjectedLatencyMS)
 	})
 
-	// Phase two: idle cost.
+	// Phase two: idle cost, all at once (request counts per container are
+	// insensitive to contention), after the latency phase, whose
+	// millisecond figures are not.
 	var idleJobs []func()
 	for _, e := range envs {
 		for _, n := range cfg.Replicas {

@@ -57,6 +57,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	)
 	fs.IntVar(&o.cfg.Samples, "samples", d.Samples, "samples per latency scenario")
 	fs.IntVar(&o.cfg.Warmup, "warmup", d.Warmup, "warm-up samples discarded per latency scenario")
+	fs.DurationVar(&o.cfg.MaxDuration, "duration", d.MaxDuration, "latency scenario time limit: no sample starts after it (negative: none)")
 	fs.DurationVar(&o.cfg.Fetch.PollInterval, "poll-interval", d.Fetch.PollInterval, "polling mode: sleep after an empty fetch (the seeds' 1 s)")
 	fs.DurationVar(&o.cfg.Fetch.PollTimeout, "poll-timeout", d.Fetch.PollTimeout, "event-driven mode: how long a fetch waits for work")
 	fs.DurationVar(&o.cfg.SampleTimeout, "sample-timeout", d.SampleTimeout, "an item not fetched within this is counted as lost")
