@@ -42,10 +42,7 @@ func (p *handle) ListInstancesByStatus(ctx context.Context, status durable.Statu
 // ListExecutions implements durable.ProviderAdmin.
 func (p *handle) ListExecutions(ctx context.Context, instance string) ([]uint64, error) {
 	const op = "list_executions"
-	if instance == "" {
-		return nil, durable.Permanent(op, nil, "empty instance id")
-	}
-	unlock, err := p.begin(ctx, op)
+	unlock, err := p.beginInstance(ctx, op, instance)
 	if err != nil {
 		return nil, err
 	}
@@ -63,10 +60,7 @@ func (p *handle) ListExecutions(ctx context.Context, instance string) ([]uint64,
 // ReadHistoryWithExecutionID implements durable.ProviderAdmin.
 func (p *handle) ReadHistoryWithExecutionID(ctx context.Context, instance string, executionID uint64) ([]history.Event, error) {
 	const op = "read_history_with_execution_id"
-	if instance == "" {
-		return nil, durable.Permanent(op, nil, "empty instance id")
-	}
-	unlock, err := p.begin(ctx, op)
+	unlock, err := p.beginInstance(ctx, op, instance)
 	if err != nil {
 		return nil, err
 	}
@@ -78,10 +72,7 @@ func (p *handle) ReadHistoryWithExecutionID(ctx context.Context, instance string
 // history (empty for an unknown instance, as Read).
 func (p *handle) ReadHistory(ctx context.Context, instance string) ([]history.Event, error) {
 	const op = "read_history"
-	if instance == "" {
-		return nil, durable.Permanent(op, nil, "empty instance id")
-	}
-	unlock, err := p.begin(ctx, op)
+	unlock, err := p.beginInstance(ctx, op, instance)
 	if err != nil {
 		return nil, err
 	}

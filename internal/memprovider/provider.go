@@ -41,6 +41,15 @@ func (p *handle) begin(ctx context.Context, op string) (unlock func(), err error
 	return p.s.mu.Unlock, nil
 }
 
+// beginInstance is begin for an operation on one instance: an empty
+// instance id is a permanent error and takes no lock.
+func (p *handle) beginInstance(ctx context.Context, op, instance string) (unlock func(), err error) {
+	if instance == "" {
+		return nil, durable.Permanent(op, nil, "empty instance id")
+	}
+	return p.begin(ctx, op)
+}
+
 func newToken() string { return uuid.NewString() }
 
 // Name implements durable.Provider.
@@ -563,10 +572,7 @@ func (p *handle) EnqueueForOrchestrator(ctx context.Context, item durable.WorkIt
 // Read implements durable.Provider.
 func (p *handle) Read(ctx context.Context, instance string) ([]history.Event, error) {
 	const op = "read"
-	if instance == "" {
-		return nil, durable.Permanent(op, nil, "empty instance id")
-	}
-	unlock, err := p.begin(ctx, op)
+	unlock, err := p.beginInstance(ctx, op, instance)
 	if err != nil {
 		return nil, err
 	}
@@ -577,10 +583,7 @@ func (p *handle) Read(ctx context.Context, instance string) ([]history.Event, er
 // ReadWithExecution implements durable.Provider.
 func (p *handle) ReadWithExecution(ctx context.Context, instance string, executionID uint64) ([]history.Event, error) {
 	const op = "read_with_execution"
-	if instance == "" {
-		return nil, durable.Permanent(op, nil, "empty instance id")
-	}
-	unlock, err := p.begin(ctx, op)
+	unlock, err := p.beginInstance(ctx, op, instance)
 	if err != nil {
 		return nil, err
 	}
@@ -887,10 +890,7 @@ func (p *handle) CleanupOrphanedSessions(ctx context.Context, _ time.Duration) (
 // GetCustomStatus implements durable.Provider.
 func (p *handle) GetCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*durable.CustomStatus, error) {
 	const op = "get_custom_status"
-	if instance == "" {
-		return nil, durable.Permanent(op, nil, "empty instance id")
-	}
-	unlock, err := p.begin(ctx, op)
+	unlock, err := p.beginInstance(ctx, op, instance)
 	if err != nil {
 		return nil, err
 	}
@@ -905,10 +905,7 @@ func (p *handle) GetCustomStatus(ctx context.Context, instance string, lastSeenV
 // GetKVValue implements durable.Provider.
 func (p *handle) GetKVValue(ctx context.Context, instance, key string) (string, bool, error) {
 	const op = "get_kv_value"
-	if instance == "" {
-		return "", false, durable.Permanent(op, nil, "empty instance id")
-	}
-	unlock, err := p.begin(ctx, op)
+	unlock, err := p.beginInstance(ctx, op, instance)
 	if err != nil {
 		return "", false, err
 	}
@@ -920,10 +917,7 @@ func (p *handle) GetKVValue(ctx context.Context, instance, key string) (string, 
 // GetKVAllValues implements durable.Provider.
 func (p *handle) GetKVAllValues(ctx context.Context, instance string) (map[string]string, error) {
 	const op = "get_kv_all_values"
-	if instance == "" {
-		return nil, durable.Permanent(op, nil, "empty instance id")
-	}
-	unlock, err := p.begin(ctx, op)
+	unlock, err := p.beginInstance(ctx, op, instance)
 	if err != nil {
 		return nil, err
 	}
@@ -938,10 +932,7 @@ func (p *handle) GetKVAllValues(ctx context.Context, instance string) (map[strin
 // GetInstanceStats implements durable.Provider.
 func (p *handle) GetInstanceStats(ctx context.Context, instance string) (*durable.InstanceStats, error) {
 	const op = "get_instance_stats"
-	if instance == "" {
-		return nil, durable.Permanent(op, nil, "empty instance id")
-	}
-	unlock, err := p.begin(ctx, op)
+	unlock, err := p.beginInstance(ctx, op, instance)
 	if err != nil {
 		return nil, err
 	}
