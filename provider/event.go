@@ -915,6 +915,11 @@ func (e *engine) pruneReleased(now int64) {
 			delete(e.refused, k)
 		}
 	}
+	for r, h := range e.hinted {
+		if h.seenAt.UnixMilli() < now-60_000 {
+			delete(e.hinted, r) // a re-read brings it back only while its replica lives
+		}
+	}
 }
 
 // finishInstance publishes a committed large turn or purges a marked
@@ -996,16 +1001,33 @@ func (e *engine) onLeaseDocument(raw []byte) {
 	e.rescanHinted()
 }
 
-// rescanHinted signals a Scan of every slot another replica hints at, when
-// the last scan's findings there are all taken (a scan folds the slot's
-// pending wakeups into itself) and it is at least 200 ms old.
+// rescanHinted signals a Scan of every slot another live replica hints
+// at, when the last scan's findings there are all taken (a scan folds the
+// slot's pending wakeups into itself) and it is at least 200 ms old. A
+// hint whose sequence number has not changed for hintStale, or whose
+// replica has no live heartbeat (it died without removing its hint), is
+// not followed; it is kept, so that a re-read of the lease partition does
+// not bring it back as new.
 func (e *engine) rescanHinted() {
+	s := e.sess.Load()
+	if s == nil {
+		return
+	}
 	now := time.Now()
+	e.mu.Lock()
+	if len(e.hinted) == 0 {
+		e.mu.Unlock()
+		return
+	}
+	e.mu.Unlock()
+	live := map[string]bool{}
+	for _, m := range s.store.Members() { // not under e.mu: the store calls into the engine under its lock
+		live[m] = true
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for r, h := range e.hinted {
-		if now.Sub(h.seenAt) > hintStale {
-			delete(e.hinted, r) // its owner stopped refreshing it
+		if now.Sub(h.seenAt) > hintStale || !live[r] {
 			continue
 		}
 		for _, s := range h.slots {

@@ -70,9 +70,14 @@ func (p *Provider) fetchOrchEvent(ctx context.Context, lockTimeout, pollTimeout 
 				return nil, cancelled(op, ctx)
 			}
 			if durable.IsRetryable(err) && isLostRace(err) {
-				// Another fetch locked the instance: its lock is signalled
-				// (locally or through the feed) and its release wakes
-				// what is left.
+				// Another fetch changed the instance or its messages
+				// between our read and our lock: most likely it locked
+				// them, but its turn need not hold the message this
+				// wakeup was for (it may have been enqueued after that
+				// fetch's query). Look again at once: the instance is
+				// then found locked (and retried at its release or
+				// expiry) or free.
+				e.orch.Signal(w.Slot, orchKey(w.Instance[1:]), time.Now())
 				continue
 			}
 			// A failure: look again shortly.
@@ -364,17 +369,26 @@ func (p *Provider) lockWorkDoc(ctx context.Context, q queueDoc, lockTimeout time
 	return &durable.LockedWorkItem{Item: item, LockToken: token, AttemptCount: locked.AttemptCount}, nil
 }
 
-// scanWork runs the worker candidate query for one slot, with this fetch's
-// tag and session conditions, and signals every candidate.
+// scanWork runs the worker query for one slot and signals what it finds.
+// On an owned slot the scan stands in for every wakeup the hub folded
+// into it (future lock expiries and delayed retries included, and items
+// this fetch's tags or session settings exclude), so it reads every worker
+// document of the slot and signals each at its time. On a slot followed
+// for another replica's backlog hint only items this fetch may take now
+// matter: the owner tracks the rest.
 func (e *engine) scanWork(ctx context.Context, slot int, session *durable.SessionFetchConfig, tags durable.TagFilter) error {
-	now := nowMS()
-	sql := "SELECT c.id, c.instanceId, c.type, c.dispatchSlot, c.visibleAt, c.lockedUntil, c.enqueuedAt FROM c WHERE c.type = 'worker_queue' AND c.dispatchSlot = @s AND c.visibleAt <= @now AND c.lockedUntil <= @now"
-	params := []azcosmos.QueryParameter{param("@s", slot), param("@now", now)}
-	tc, tp := tagClause(tags)
-	sql += tc
-	params = append(params, tp...)
-	if session == nil {
-		sql += " AND c.sessionId = ''"
+	owned := e.isOwned(slot)
+	sql := "SELECT c.id, c.instanceId, c.type, c.dispatchSlot, c.visibleAt, c.lockedUntil, c.enqueuedAt FROM c WHERE c.type = 'worker_queue' AND c.dispatchSlot = @s"
+	params := []azcosmos.QueryParameter{param("@s", slot)}
+	if !owned {
+		sql += " AND c.visibleAt <= @now AND c.lockedUntil <= @now"
+		params = append(params, param("@now", nowMS()))
+		tc, tp := tagClause(tags)
+		sql += tc
+		params = append(params, tp...)
+		if session == nil {
+			sql += " AND c.sessionId = ''"
+		}
 	}
 	rows, err := queryAll[queueHead](ctx, e.p.s, nil, sql, params...)
 	if err != nil {

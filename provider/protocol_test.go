@@ -165,7 +165,7 @@ func TestLargeTurnCutAtEveryBatch(t *testing.T) {
 // TestLargeTurnAbandonedStagingIsDiscarded: a large ack dies while staging
 // and its lock expires; the next fetch discards the staged documents.
 func TestLargeTurnAbandonedStagingIsDiscarded(t *testing.T) {
-	container := "large-turn-abandoned"
+	container := freshContainer("large-turn-abandoned")
 	p := openProvider(t, quietConfig(container))
 	ctx := context.Background()
 	inst := "big"
@@ -204,7 +204,7 @@ func TestDeletionInterruptedAtEveryPhase(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			container := "del-" + tc.name
+			container := freshContainer("del-" + tc.name)
 			container = container[:min(len(container), 40)]
 			p := openProvider(t, quietConfig(container))
 			ctx := context.Background()
@@ -247,7 +247,7 @@ func TestDeletionInterruptedAtEveryPhase(t *testing.T) {
 // TestOutboxDeliveredOnceAfterFailure fails the delivery that follows a
 // commit; the reconciler delivers the intent exactly once.
 func TestOutboxDeliveredOnceAfterFailure(t *testing.T) {
-	container := "outbox-retry"
+	container := freshContainer("outbox-retry")
 	cfg := testConfig(container)
 	cfg.ReconcileInterval, cfg.ReconcileAge = 50*time.Millisecond, 50*time.Millisecond
 	p := openProvider(t, cfg)

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,6 +52,15 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	_ = srv.Close()
 	os.Exit(code)
+}
+
+// containerSeq numbers the containers the tests of this process create.
+var containerSeq atomic.Int64
+
+// freshContainer returns a container name no other test of this process
+// uses, so that a test run again (-count) starts from an empty container.
+func freshContainer(name string) string {
+	return fmt.Sprintf("%s-%d", name, containerSeq.Add(1))
 }
 
 // testConfig is a provider configuration on the emulator.
