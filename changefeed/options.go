@@ -68,6 +68,17 @@ type Options struct {
 	// back to ActiveDelay. Zero means DefaultBackoffFactor; it must be at
 	// least 1 (1 keeps polling at ActiveDelay).
 	BackoffFactor float64
+	// IndependentBackoff makes every reader back off on its own. By
+	// default the readers of one Processor share their back-off: when one
+	// finds changes after an idle spell, the others are woken to read at
+	// once and restart their back-off from ActiveDelay, since work that
+	// lands in one range tends to continue in others (on the same replica,
+	// a workload's writes spread over every range it owns). That costs
+	// each other reader about log_BackoffFactor(IdleCeiling/ActiveDelay)
+	// extra reads per idle-to-active transition and cuts the wake latency
+	// of their next change from up to IdleCeiling to the back-off reached
+	// since the transition.
+	IndependentBackoff bool
 	// Jitter is the fraction, in [0, 1), by which idle pauses are randomly
 	// shortened. Zero means DefaultJitter; a negative value disables
 	// jitter.

@@ -120,3 +120,47 @@ func TestWakeReadsAtOnce(t *testing.T) {
 	rec.waitUntil(t, "the woken read", func() bool { return len(rec.all) == 1 })
 	require.Equal(t, key, rec.snapshot()[0].PK)
 }
+
+// TestReadersShareBackoff: two leases on two partitions back off to a
+// long pause; a change found in one wakes the other, which then backs off
+// afresh from the start, so a change in its range is read within the first
+// back-off step. With IndependentBackoff the other reader keeps its long
+// pause.
+func TestReadersShareBackoff(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		independent bool
+	}{{"shared", false}, {"independent", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{})
+			phys := e.physical(t)
+			ra, rb := pkRange(phys[0]), pkRange(phys[1])
+			store := newMemStore()
+			rec := newRecorder()
+			// Pauses: 200 ms after the first empty read, then the ceiling.
+			p, err := changefeed.New(e.c, newMemSource(store.lease("a", ra), store.lease("b", rb)), rec.handle, changefeed.Options{
+				ActiveDelay: 2 * time.Millisecond, BackoffFactor: 100, IdleCeiling: time.Hour, Jitter: -1,
+				IndependentBackoff: tc.independent})
+			require.NoError(t, err)
+			run(t, p)
+			// Two empty reads each: both readers are in their hour-long pause.
+			require.Eventually(t, func() bool { return p.Stats().EmptyReads >= 4 }, liveness, time.Millisecond)
+
+			ka, kb := keysIn(t, "a", ra, 1)[0], keysIn(t, "b", rb, 1)[0]
+			ctx := context.Background()
+			require.NoError(t, e.write(ctx, ka, 0))
+			p.Wake(ra)
+			rec.waitUntil(t, "the woken read of a", func() bool { return len(rec.all) == 1 })
+			require.NoError(t, e.write(ctx, kb, 0)) // no Wake: only b's own pacing reads it
+			if tc.independent {
+				time.Sleep(time.Second)
+				require.Len(t, rec.snapshot(), 1, "b stays in its long pause")
+				return
+			}
+			rec.waitUntil(t, "b's read after its fresh back-off", func() bool { return len(rec.all) == 2 })
+			require.Equal(t, kb, rec.snapshot()[1].PK)
+		})
+	}
+}

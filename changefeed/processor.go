@@ -79,6 +79,10 @@ type Processor struct {
 	done     chan struct{}
 
 	stats counters
+
+	// activity counts idle-to-active transitions of any reader: the
+	// readers share one back-off (see reader.loop).
+	activity atomic.Uint64
 }
 
 // New returns a Processor reading container's change feed for the leases
@@ -194,6 +198,27 @@ func (p *Processor) Wake(r Range) {
 			p.stats.wakes.Add(1)
 		}
 	}
+}
+
+// snapBack records that reader from found changes after an idle spell
+// and wakes the processor's other readers, which then restart their
+// back-off: changes in one range usually mean work is flowing, and its
+// follow-ups (completions, timers, other instances of the same workload)
+// land in other ranges.
+func (p *Processor) snapBack(from *reader) uint64 {
+	n := p.activity.Add(1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for rd := range p.readers {
+		if rd == from {
+			continue
+		}
+		select {
+		case rd.wake <- struct{}{}:
+		default:
+		}
+	}
+	return n
 }
 
 func (p *Processor) startReader(ctx context.Context, wg *sync.WaitGroup, l Lease) {

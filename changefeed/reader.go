@@ -126,6 +126,7 @@ func (r *reader) loop(ctx context.Context) error {
 	var delay time.Duration
 	idle := false
 	empty := 0
+	seen := r.p.activity.Load()
 	for {
 		if err := r.pause(ctx, delay, idle); err != nil {
 			return err
@@ -138,8 +139,15 @@ func (r *reader) loop(ctx context.Context) error {
 		case res.full:
 			delay, idle, empty = 0, false, 0
 		case res.docs:
+			if idle && !o.IndependentBackoff {
+				seen = r.p.snapBack(r)
+			}
 			delay, idle, empty = o.ActiveDelay, false, 0
 		default:
+			if a := r.p.activity.Load(); a != seen {
+				// Another reader snapped back: start backing off afresh.
+				seen, empty = a, 0
+			}
 			empty++
 			delay, idle = idleDelay(o, empty), true
 		}

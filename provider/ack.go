@@ -450,25 +450,8 @@ func (p *Provider) ackLarge(ctx context.Context, op string, d *instanceDoc, plan
 // its deferred messages and clears the commit record (conditionally on
 // etag when known). Every step is idempotent.
 func (p *Provider) publish(ctx context.Context, instance string, rec *publishRecord, etag string) error {
-	type row struct {
-		ID        string `json:"id"`
-		FinalType string `json:"finalType"`
-	}
-	rows, err := queryAll[row](ctx, p.s, strp(instance),
-		"SELECT c.id, c.finalType FROM c WHERE c.type = 'staged' AND c.stagedBy = @t", param("@t", rec.Token))
-	if err != nil {
+	if err := p.publishStaged(ctx, instance, rec.Token); err != nil {
 		return err
-	}
-	ops := make([]batchOp, 0, len(rows))
-	for _, r := range rows {
-		var pt azcosmos.PatchOperations
-		pt.AppendSet("/type", r.FinalType)
-		ops = append(ops, opPatch(r.ID, pt, ""))
-	}
-	for _, chunk := range planBatches(ops, maxBatchOps, maxBatchBytes) {
-		if _, err := p.s.execBatch(ctx, instance, chunk, true); err != nil {
-			return err
-		}
 	}
 	for _, id := range rec.DeleteMsgs {
 		if _, err := p.s.remove(ctx, instance, id); err != nil {
@@ -479,6 +462,7 @@ func (p *Provider) publish(ctx context.Context, instance string, rec *publishRec
 	pt.AppendRemove("/publish")
 	var cond azcosmos.PatchOperations
 	cond.AppendSet("/publish", nil)
+	var err error
 	if etag == "" {
 		// Unknown ETag (the commit's answer was lost): clear it only if the
 		// record is still this one.
@@ -491,6 +475,56 @@ func (p *Provider) publish(ctx context.Context, instance string, rec *publishRec
 		return err
 	}
 	return nil
+}
+
+// maxPublishRounds bounds publishStaged's re-reads after losing races to
+// another publisher (each lost race means that publisher made progress).
+const maxPublishRounds = 64
+
+// publishStaged gives every document staged under token its final type.
+// Each patch is conditional on the staged document's ETag: two publishers
+// of one turn (the committing ack and a fetch or sweep that found the
+// publication pending) may run at once, and an unconditional patch of a
+// document the other already published, and a worker has since locked,
+// would change its ETag under the worker and fail that worker's ack. A
+// batch that loses such a race is abandoned and what is still staged read
+// again.
+func (p *Provider) publishStaged(ctx context.Context, instance, token string) error {
+	type row struct {
+		ID        string `json:"id"`
+		FinalType string `json:"finalType"`
+		ETag      string `json:"_etag"`
+	}
+	for range maxPublishRounds {
+		rows, err := queryAll[row](ctx, p.s, strp(instance),
+			"SELECT c.id, c.finalType, c._etag FROM c WHERE c.type = 'staged' AND c.stagedBy = @t", param("@t", token))
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		ops := make([]batchOp, 0, len(rows))
+		for _, r := range rows {
+			var pt azcosmos.PatchOperations
+			pt.AppendSet("/type", r.FinalType)
+			ops = append(ops, opPatch(r.ID, pt, r.ETag))
+		}
+		raced := false
+		for _, chunk := range planBatches(ops, maxBatchOps, maxBatchBytes) {
+			if _, err := p.s.execBatch(ctx, instance, chunk, true); err != nil {
+				if !lostRace(err) {
+					return err
+				}
+				raced = true
+				break
+			}
+		}
+		if !raced {
+			return nil
+		}
+	}
+	return durable.Retryable("publish", nil, "instance %q: staged documents kept changing during publication", instance)
 }
 
 func sqlQuote(s string) string {

@@ -15,17 +15,16 @@ import (
 type Mode int
 
 const (
-	// ModePolling (the default, for now) is the seeds' algorithm: every
-	// fetch runs a cross-partition candidate query and returns at once, and
-	// a reconciler sweeps every ReconcileInterval. It is also the benchmark
-	// baseline.
-	ModePolling Mode = iota
-	// ModeEventDriven reads the container's change feed on slot blocks
-	// leased across replicas and wakes long-polling fetches from it; see
-	// the package documentation. It becomes the default once a known
-	// liveness gap under replica churn is closed: an instance can be left
-	// unprocessed after a replica crash while others join and leave.
-	ModeEventDriven
+	// ModeEventDriven (the default) reads the container's change feed on
+	// slot blocks leased across replicas and wakes long-polling fetches
+	// from it; see the package documentation.
+	ModeEventDriven Mode = iota
+	// ModePolling is the seeds' algorithm: every fetch runs a
+	// cross-partition candidate query and returns at once, and a
+	// reconciler sweeps every ReconcileInterval. It is kept as the
+	// benchmark's baseline and for deployments that cannot read the
+	// change feed.
+	ModePolling
 )
 
 // String returns "event-driven" or "polling".

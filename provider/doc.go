@@ -1,9 +1,8 @@
 // Package provider is durafeed's Azure Cosmos DB implementation of
 // durable.Provider and durable.ProviderAdmin. Config.Mode selects
-// ModePolling (the seeds' algorithm, the default for now and the benchmark
-// baseline) or ModeEventDriven (fetches woken by the container's change
-// feed, see "Event-driven mode" below; it becomes the default once the
-// liveness gap under replica churn noted there is closed).
+// ModeEventDriven (the default: fetches woken by the container's change
+// feed, see "Event-driven mode" below) or ModePolling (the seeds'
+// algorithm, the benchmark's baseline).
 //
 //	p, err := provider.New(ctx, provider.Config{Endpoint: ep, Key: key})
 //	defer p.Close()

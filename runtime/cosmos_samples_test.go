@@ -17,7 +17,8 @@ import (
 // TestSamplesOnCosmos runs every end-to-end sample on the Cosmos DB
 // provider against an embedded cosmosemu with 4 physical partitions: one
 // emulator for the test, one container per sample, and every provider a
-// sample opens (one per runtime replica and client) on that container.
+// sample opens (one per runtime replica and client) on that container,
+// in the provider's default (event-driven) mode.
 func TestSamplesOnCosmos(t *testing.T) {
 	t.Parallel()
 	emu, err := cosmosemu.Start(context.Background(), cosmosemu.Options{PartitionCount: 4})
