@@ -79,9 +79,12 @@ func benchLatency(b *testing.B, cases ...Case) {
 }
 
 // BenchmarkWakeLatency reports the p50 and p99 enqueue-to-fetch latency,
-// enqueued through another provider instance (wake-remote) and through the
-// fetcher's own (wake-local), in both modes.
-func BenchmarkWakeLatency(b *testing.B) { benchLatency(b, CaseWakeRemote, CaseWakeLocal) }
+// enqueued through another provider instance (wake-remote, and
+// wake-remote-busy with background work flowing) and through the fetcher's
+// own (wake-local), in both modes.
+func BenchmarkWakeLatency(b *testing.B) {
+	benchLatency(b, CaseWakeRemote, CaseWakeRemoteBusy, CaseWakeLocal)
+}
 
 // BenchmarkTimerLateness reports the p50 and p99 lateness of TimerFired
 // items enqueued with a visibility delay of 200 ms to 1 s.

@@ -32,6 +32,10 @@
 //     and connections (it never fetches, so an event-driven one never joins
 //     the lease group: another process's client); latency = fetch return −
 //     enqueue return.
+//   - wake-remote-busy: wake-remote while the same client enqueues
+//     background work for other instances every 10 ms, which the fetcher
+//     processes too, so the owner's change feed is active (a loaded
+//     system) rather than backing off between samples.
 //   - wake-local: the same, enqueued through the fetcher's own provider.
 //   - timer: TimerFired enqueued through the second instance with a visibility
 //     delay d (default uniform 200 ms–1 s); lateness = fetch return −

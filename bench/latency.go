@@ -21,6 +21,11 @@ const (
 	// provider instance (another replica's client, its own connections);
 	// latency = fetch return - enqueue return.
 	CaseWakeRemote Case = "wake-remote"
+	// CaseWakeRemoteBusy: CaseWakeRemote while the same client also
+	// enqueues background work for other instances every BusyInterval,
+	// which the fetcher processes too: the owner's feed is active, as in
+	// a loaded system, rather than backing off between samples.
+	CaseWakeRemoteBusy Case = "wake-remote-busy"
 	// CaseWakeLocal: the same, enqueued through the fetcher's own provider.
 	CaseWakeLocal Case = "wake-local"
 	// CaseTimer: TimerFired enqueued through a separate provider instance
@@ -30,7 +35,7 @@ const (
 )
 
 // Cases lists every case.
-var Cases = []Case{CaseWakeRemote, CaseWakeLocal, CaseTimer}
+var Cases = []Case{CaseWakeRemote, CaseWakeRemoteBusy, CaseWakeLocal, CaseTimer}
 
 // ParseCase parses a case name.
 func ParseCase(s string) (Case, error) {
@@ -102,6 +107,9 @@ type LatencyScenario struct {
 	// TimerDelay is the visibility delay of CaseTimer items, drawn
 	// uniformly.
 	TimerDelay Range
+	// BusyInterval is the pause between background enqueues of
+	// CaseWakeRemoteBusy (default 10 ms).
+	BusyInterval time.Duration
 	// Fetch says how the fetcher calls fetch.
 	Fetch FetchLoop
 	// SampleTimeout bounds the wait for one item (default 30 s); an item
@@ -176,6 +184,20 @@ func (e *Env) RunLatency(ctx context.Context, s LatencyScenario) (LatencyResult,
 		wg.Wait()
 		res.FetchErrors, res.AckErrors = fetchErrs.Load(), ackErrs.Load()
 	}()
+	if s.Case == CaseWakeRemoteBusy {
+		every := s.BusyInterval
+		if every <= 0 {
+			every = 10 * time.Millisecond
+		}
+		wg.Go(func() {
+			for i := 0; sleepCtx(loopCtx, every); i++ {
+				bg := durable.StartOrchestration{Instance: fmt.Sprintf("%s-bg-%06d", container, i), Orchestration: "bench", Input: "{}", ExecutionID: 1}
+				if err := enq.EnqueueForOrchestrator(loopCtx, bg, 0); err != nil && loopCtx.Err() == nil {
+					fetchErrs.Add(1)
+				}
+			}
+		})
+	}
 
 	// Every scenario draws the same sequence for a seed: modes are compared
 	// on identical intervals and delays.

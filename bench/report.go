@@ -58,9 +58,12 @@ func evaluateTargets(r *Report) []TargetResult {
 	var out []TargetResult
 	for _, env := range r.Environments {
 		lat := env.InjectedLatencyMS
-		for _, c := range []Case{CaseWakeRemote, CaseWakeLocal} {
+		for _, c := range []Case{CaseWakeRemote, CaseWakeRemoteBusy, CaseWakeLocal} {
 			ed, poll := r.findLatency(lat, c, ModeEventDriven), r.findLatency(lat, c, ModePolling)
-			if ed != nil && poll != nil {
+			// The speed-up target is against polling at its idle interval;
+			// a busy poller queries back to back, so the busy case is held
+			// to the p99 target only.
+			if ed != nil && poll != nil && c != CaseWakeRemoteBusy {
 				ratio := poll.P50MS / max(ed.P50MS, 0.001)
 				out = append(out, TargetResult{Target: "p50 wake ≥20× lower than polling", Subject: string(c), InjectedLatencyMS: lat,
 					Want: fmt.Sprintf("≥ %d×", TargetWakeSpeedup),

@@ -130,6 +130,9 @@ type parkedWI struct {
 	tag      string
 	session  bool
 	parkedAt int64
+	// sessionBusy: the item's session is owned by another worker node; no
+	// local fetch takes it until it is read again after parkRecheck.
+	sessionBusy bool
 }
 
 // refusedOI is an orchestration wakeup a capability filter refused.

@@ -269,7 +269,7 @@ func (e *engine) takeParked(tags durable.TagFilter, session *durable.SessionFetc
 		return wakeup.Wakeup{}, false
 	}
 	for k, pw := range e.parked {
-		if (pw.session && session == nil) || !tags.Matches(pw.tag) {
+		if pw.sessionBusy || (pw.session && session == nil) || !tags.Matches(pw.tag) {
 			continue
 		}
 		delete(e.parked, k)
@@ -333,8 +333,17 @@ func (e *engine) workWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 			return nil, mapErr(op, err)
 		}
 		if !owned {
-			// Another worker owns the session: look again shortly.
-			e.work.SignalAt(w.Slot, w.Instance, time.Now().Add(250*time.Millisecond))
+			// Another worker node owns the session, most likely on
+			// another replica that never sees this slot's wakeups: park
+			// the item, so that this replica's backlog hint makes the
+			// others scan the slot, and read it again after parkRecheck
+			// (the session may have expired meanwhile).
+			e.mu.Lock()
+			if len(e.parked) < 100_000 {
+				e.parked[w.Instance] = parkedWI{slot: w.Slot, key: w.Instance, tag: q.Tag, session: true, sessionBusy: true, parkedAt: now}
+			}
+			e.mu.Unlock()
+			e.kickHint()
 			return nil, nil
 		}
 	}

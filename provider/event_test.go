@@ -91,6 +91,8 @@ type replica struct {
 	turns  atomic.Int64 // orchestration turns committed
 	acts   atomic.Int64 // activities executed and acked
 	work   time.Duration
+	// orchLock is the lock a turn takes.
+	orchLock time.Duration
 }
 
 const (
@@ -100,10 +102,18 @@ const (
 
 func startReplica(t *testing.T, cfg Config, name string, j *journal, loops int, work time.Duration) *replica {
 	t.Helper()
+	return startReplicaLocking(t, cfg, name, j, loops, work, testOrchLock)
+}
+
+// startReplicaLocking is startReplica with the orchestration lock its
+// turns take (the test runtime never renews it, so a turn must end within
+// it).
+func startReplicaLocking(t *testing.T, cfg Config, name string, j *journal, loops int, work, orchLock time.Duration) *replica {
+	t.Helper()
 	cfg.ReplicaID = name
 	p, err := New(context.Background(), cfg)
 	require.NoError(t, err)
-	r := &replica{name: name, p: p, j: j, work: work}
+	r := &replica{name: name, p: p, j: j, work: work, orchLock: orchLock}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	for range loops {
@@ -131,7 +141,7 @@ func (r *replica) crash() {
 
 func (r *replica) orchLoop(ctx context.Context) {
 	for ctx.Err() == nil {
-		item, err := r.p.FetchOrchestrationItem(ctx, testOrchLock, 200*time.Millisecond, nil)
+		item, err := r.p.FetchOrchestrationItem(ctx, r.orchLock, 200*time.Millisecond, nil)
 		if err != nil || item == nil {
 			continue
 		}
@@ -505,10 +515,15 @@ func TestFanOutSpreadsActivities(t *testing.T) {
 	container := freshContainer("replicas-fanout")
 	cfg := replicaConfig(container)
 	j := newJournal()
+	// A turn of the fan-out instance folds up to a thousand completions
+	// into a history of up to two thousand events: under a loaded -race
+	// run it can take longer than testOrchLock, and this runtime does not
+	// renew locks.
+	const lock = 60 * time.Second
 	rs := []*replica{
-		startReplica(t, cfg, "a", j, 4, 15*time.Millisecond),
-		startReplica(t, cfg, "b", j, 4, 15*time.Millisecond),
-		startReplica(t, cfg, "c", j, 4, 15*time.Millisecond),
+		startReplicaLocking(t, cfg, "a", j, 4, 15*time.Millisecond, lock),
+		startReplicaLocking(t, cfg, "b", j, 4, 15*time.Millisecond, lock),
+		startReplicaLocking(t, cfg, "c", j, 4, 15*time.Millisecond, lock),
 	}
 	requireOwnership(t, 10*time.Second, "start", rs...)
 	requireBalanced(t, rs...)
