@@ -63,3 +63,40 @@ func TestFilterAndCheckpointInterval(t *testing.T) {
 		return len(cps) >= 2 && cps[len(cps)-1] == store.get("p0")
 	}, 5*time.Second, 5*time.Millisecond)
 }
+
+// TestStopFlushesPendingCheckpoint: a batch acknowledged within the
+// CheckpointInterval is left pending; stopping the processor (lease still
+// held) records it, so the next owner does not read it again.
+func TestStopFlushesPendingCheckpoint(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	p0 := pkRange(e.physical(t)[0])
+	store := newMemStore()
+	rec := newRecorder()
+	p, err := changefeed.New(e.c, newMemSource(store.lease("p0", p0)), rec.handle, changefeed.Options{
+		ActiveDelay: time.Millisecond, IdleCeiling: 20 * time.Millisecond,
+		CheckpointInterval: time.Hour, StartFrom: changefeed.StartFromNow()})
+	require.NoError(t, err)
+	stop := run(t, p)
+	require.Eventually(t, func() bool { return len(store.checkpoints("p0")) == 1 }, 5*time.Second, 5*time.Millisecond, "now is pinned")
+	keys := keysIn(t, "k", p0, 2)
+	require.NoError(t, e.write(context.Background(), keys[0], 0))
+	rec.waitUntil(t, "the first document", func() bool { return len(rec.seen) == 1 })
+	require.Eventually(t, func() bool { return len(store.checkpoints("p0")) == 2 }, 5*time.Second, 5*time.Millisecond,
+		"the first batch since the pin is checkpointed at once")
+	require.NoError(t, e.write(context.Background(), keys[1], 0))
+	rec.waitUntil(t, "the second document", func() bool { return len(rec.seen) == 2 })
+	require.Len(t, store.checkpoints("p0"), 2, "the next batch's checkpoint waits for the interval")
+	stop()
+	require.Len(t, store.checkpoints("p0"), 3, "stopping records it")
+
+	// A new processor on the same lease starts after the document.
+	rec2 := newRecorder()
+	p2, err := changefeed.New(e.c, newMemSource(store.lease("p0", p0)), rec2.handle, changefeed.Options{
+		ActiveDelay: time.Millisecond, IdleCeiling: 20 * time.Millisecond})
+	require.NoError(t, err)
+	run(t, p2)
+	require.NoError(t, e.write(context.Background(), keys[0], 1))
+	rec2.waitUntil(t, "a later write", func() bool { return len(rec2.all) >= 1 })
+	require.Len(t, rec2.snapshot(), 1, "the acknowledged writes are not delivered again")
+}

@@ -113,8 +113,10 @@ type Options struct {
 	// checkpoint is recorded by the first cycle ending after the interval
 	// (a cycle reads every position of the lease once, so an idle lease
 	// records it at its next read). Checkpoints then cost at most one write
-	// per interval per lease; the price is that a new owner may see again
-	// up to that much. Default 0: checkpoint after every batch.
+	// per interval per lease; the price is that after a crash a new owner
+	// may see again up to that much (a reader that stops with its lease
+	// held records the pending checkpoint). Default 0: checkpoint after
+	// every batch.
 	CheckpointInterval time.Duration
 	// Logger receives reader life-cycle events (Debug), retried errors
 	// (Warn) and errors that cannot succeed by retrying (Error). Default

@@ -166,7 +166,8 @@ loop:
 
 // Stop stops every reader and waits until Run has returned, or until ctx is
 // done (then it returns ctx's error and Run finishes on its own). A batch
-// the handler already acknowledged is still checkpointed (one attempt);
+// the handler already acknowledged is still checkpointed (one attempt),
+// including one whose checkpoint CheckpointInterval had left pending;
 // a handler still running sees its context cancelled. Leases are not
 // released. Stop before Run makes Run return at once; Stop is idempotent.
 func (p *Processor) Stop(ctx context.Context) error {

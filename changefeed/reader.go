@@ -118,10 +118,15 @@ func (r *reader) run(ctx context.Context, prev *reader) {
 	}
 }
 
-func (r *reader) loop(ctx context.Context) error {
+func (r *reader) loop(ctx context.Context) (err error) {
 	if err := r.init(ctx); err != nil {
 		return err
 	}
+	defer func() {
+		if ctx.Err() != nil {
+			r.flush(ctx)
+		}
+	}()
 	o := &r.p.opts
 	var delay time.Duration
 	idle := false
@@ -383,6 +388,26 @@ func filterDocs(docs []json.RawMessage, f func(json.RawMessage) bool) []json.Raw
 		return out
 	}
 	return docs
+}
+
+// flush records a checkpoint left pending by CheckpointInterval when the
+// reader stops with its lease still held (one attempt, on a detached
+// context), so that the next owner does not see those changes again.
+func (r *reader) flush(ctx context.Context) {
+	if r.pendingCont == "" {
+		return
+	}
+	select {
+	case <-r.lease.Done():
+		return
+	default:
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCheckpointTimeout)
+	defer cancel()
+	if r.lease.Checkpoint(fctx, r.pendingCont) == nil {
+		r.p.stats.checkpoints.Add(1)
+		r.pendingCont = ""
+	}
 }
 
 // checkpointSoon checkpoints cont now, or, within CheckpointInterval of the

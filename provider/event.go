@@ -327,6 +327,12 @@ func (e *engine) leave(s *session, graceful bool) {
 	e.sessMu.Unlock()
 	if graceful {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Readers first, while the leases are held: they record the
+		// checkpoints CheckpointInterval left pending, so the next owners
+		// do not read those changes again.
+		if err := s.proc.Stop(ctx); err != nil {
+			e.log.Warn("change-feed processor did not stop in time", zap.Error(err))
+		}
 		if err := s.store.Release(ctx); err != nil {
 			e.log.Warn("lease release failed", zap.Error(err))
 		}
