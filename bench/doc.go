@@ -33,7 +33,7 @@
 //     the lease group: another process's client); latency = fetch return −
 //     enqueue return.
 //   - wake-remote-busy: wake-remote while the same client enqueues
-//     background work for other instances every 10 ms, which the fetcher
+//     background work for other instances every 50 ms, which the fetcher
 //     processes too, so the owner's change feed is active (a loaded
 //     system) rather than backing off between samples.
 //   - wake-local: the same, enqueued through the fetcher's own provider.

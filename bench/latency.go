@@ -108,7 +108,9 @@ type LatencyScenario struct {
 	// uniformly.
 	TimerDelay Range
 	// BusyInterval is the pause between background enqueues of
-	// CaseWakeRemoteBusy (default 10 ms).
+	// CaseWakeRemoteBusy (default 50 ms: about a fifth of what one
+	// dispatcher loop absorbs with 2 ms round trips, so samples measure
+	// wake latency, not queueing).
 	BusyInterval time.Duration
 	// Fetch says how the fetcher calls fetch.
 	Fetch FetchLoop
@@ -187,7 +189,7 @@ func (e *Env) RunLatency(ctx context.Context, s LatencyScenario) (LatencyResult,
 	if s.Case == CaseWakeRemoteBusy {
 		every := s.BusyInterval
 		if every <= 0 {
-			every = 10 * time.Millisecond
+			every = 50 * time.Millisecond
 		}
 		wg.Go(func() {
 			for i := 0; sleepCtx(loopCtx, every); i++ {

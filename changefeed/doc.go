@@ -85,10 +85,11 @@
 // Processor.Wake cuts the pause short for ranges the process just wrote
 // to, so local writes are picked up in one round trip whatever the pause.
 // The readers of one Processor share their back-off: a reader that finds
-// changes after an idle spell wakes the others, which read at once and
-// back off afresh (Options.IndependentBackoff turns this off). Work that
-// starts flowing in one range so brings every range the process owns
-// back to short pauses, at the price of a few extra reads per transition.
+// changes after a deep idle spell wakes the other deep idle readers, which
+// read at once and back off afresh, each at most once a second
+// (Options.IndependentBackoff turns this off). Work that resumes in one
+// range so brings every range the process owns back to short pauses, at
+// the price of a few extra reads per reader.
 //
 // Options.Filter drops documents the handler ignores before it is called;
 // a page of only such documents is neither handed over nor checkpointed

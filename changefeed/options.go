@@ -70,14 +70,15 @@ type Options struct {
 	BackoffFactor float64
 	// IndependentBackoff makes every reader back off on its own. By
 	// default the readers of one Processor share their back-off: when one
-	// finds changes after an idle spell, the others are woken to read at
-	// once and restart their back-off from ActiveDelay, since work that
-	// lands in one range tends to continue in others (on the same replica,
-	// a workload's writes spread over every range it owns). That costs
-	// each other reader about log_BackoffFactor(IdleCeiling/ActiveDelay)
-	// extra reads per idle-to-active transition and cuts the wake latency
-	// of their next change from up to IdleCeiling to the back-off reached
-	// since the transition.
+	// finds changes after a deep idle spell (a pause past 16 ActiveDelays),
+	// the others that are deep idle too are woken to read at once and
+	// restart their back-off from ActiveDelay, since work that resumes in
+	// one range tends to continue in others. Each reader is restarted at
+	// most once a second, which bounds the extra cost under a trickle of
+	// changes to a few reads a second per reader; an idle processor pays
+	// nothing extra. The next change in a woken reader's range then waits
+	// for the back-off reached since the restart instead of up to
+	// IdleCeiling.
 	IndependentBackoff bool
 	// Jitter is the fraction, in [0, 1), by which idle pauses are randomly
 	// shortened. Zero means DefaultJitter; a negative value disables

@@ -79,10 +79,6 @@ type Processor struct {
 	done     chan struct{}
 
 	stats counters
-
-	// activity counts idle-to-active transitions of any reader: the
-	// readers share one back-off (see reader.loop).
-	activity atomic.Uint64
 }
 
 // New returns a Processor reading container's change feed for the leases
@@ -201,25 +197,37 @@ func (p *Processor) Wake(r Range) {
 	}
 }
 
-// snapBack records that reader from found changes after an idle spell
-// and wakes the processor's other readers, which then restart their
-// back-off: changes in one range usually mean work is flowing, and its
-// follow-ups (completions, timers, other instances of the same workload)
-// land in other ranges.
-func (p *Processor) snapBack(from *reader) uint64 {
-	n := p.activity.Add(1)
+// snapBack is called when reader from finds changes after a deep idle
+// spell (a pause past deepIdle): work resumed after a quiet period, and it
+// tends to continue in other ranges. The processor's other readers that
+// are deep idle too are woken to read at once and restart their back-off,
+// each at most once per restartEvery, so a trickle of changes costs each
+// reader at most a few reads a second more than backing off alone.
+func (p *Processor) snapBack(from *reader) {
+	deep := p.deepIdle()
+	now := p.opts.Clock.Now().UnixNano()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for rd := range p.readers {
-		if rd == from {
+		if rd == from || time.Duration(rd.pausing.Load()) <= deep || now-rd.restarted.Load() < int64(restartEvery) {
 			continue
 		}
+		rd.restarted.Store(now)
+		rd.restart.Store(true)
 		select {
 		case rd.wake <- struct{}{}:
 		default:
 		}
 	}
-	return n
+}
+
+// restartEvery is the least time between two snap-backs of one reader.
+const restartEvery = time.Second
+
+// deepIdle is the pause beyond which a reader counts as idle for
+// snapBack: sixteen active delays (80 ms with the defaults).
+func (p *Processor) deepIdle() time.Duration {
+	return 16 * max(p.opts.ActiveDelay, minIdleBase)
 }
 
 func (p *Processor) startReader(ctx context.Context, wg *sync.WaitGroup, l Lease) {

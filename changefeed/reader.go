@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -42,6 +43,13 @@ type reader struct {
 	// checkpointed (Options.CheckpointInterval), and the last checkpoint.
 	pendingCont string
 	lastCp      time.Time
+
+	// pausing is the pause (ns) the reader is in or about to take, zero
+	// while it reads; restart asks it to back off afresh, and restarted
+	// is when snapBack last did so (unix ns).
+	pausing   atomic.Int64
+	restart   atomic.Bool
+	restarted atomic.Int64
 }
 
 // observation is the latest LSN of a sub-range's physical partition, as a
@@ -131,9 +139,12 @@ func (r *reader) loop(ctx context.Context) (err error) {
 	var delay time.Duration
 	idle := false
 	empty := 0
-	seen := r.p.activity.Load()
+	deep := r.p.deepIdle()
 	for {
-		if err := r.pause(ctx, delay, idle); err != nil {
+		r.pausing.Store(int64(delay))
+		err := r.pause(ctx, delay, idle)
+		r.pausing.Store(0)
+		if err != nil {
 			return err
 		}
 		res, err := r.cycle(ctx)
@@ -144,14 +155,14 @@ func (r *reader) loop(ctx context.Context) (err error) {
 		case res.full:
 			delay, idle, empty = 0, false, 0
 		case res.docs:
-			if idle && !o.IndependentBackoff {
-				seen = r.p.snapBack(r)
+			if idle && delay > deep && !o.IndependentBackoff {
+				r.p.snapBack(r)
 			}
 			delay, idle, empty = o.ActiveDelay, false, 0
+			r.restart.Store(false)
 		default:
-			if a := r.p.activity.Load(); a != seen {
-				// Another reader snapped back: start backing off afresh.
-				seen, empty = a, 0
+			if r.restart.Swap(false) {
+				empty = 0 // another reader snapped back
 			}
 			empty++
 			delay, idle = idleDelay(o, empty), true
