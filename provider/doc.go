@@ -218,7 +218,12 @@
 // the expiry wakeup of a lock this process already released is dropped
 // without I/O; a turn that left messages queued (over 99) wakes the rest
 // at its release; work the fetch cannot take (other tags, a session, a
-// pinned version its filter refuses) is parked for a fetch that can.
+// pinned version its filter refuses) is parked for a fetch that can, and
+// advertised in the backlog hint when no local fetch can (a session owned
+// by another node, a version no local dispatcher runs), so that other
+// replicas try it; a fetch that loses the lock race for an instance
+// signals it again at once (the winner's turn need not hold the message
+// its wakeup was for).
 // The first fetch of a session waits (at most 3 s) until the replica owns
 // its share and has run the catch-up, so a zero poll timeout still sees
 // queued work.

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -162,6 +163,7 @@ type hintState struct {
 	mu        sync.Mutex
 	published bool
 	slots     []int
+	refused   []string
 	count     int
 	seq       int64
 	hot       int // consecutive checks over capacity
@@ -612,6 +614,13 @@ func (e *engine) instanceChanged(d *instanceDoc) {
 			e.orch.Signal(slot, orchKey(d.InstanceID), time.Now())
 		}
 	}
+	if d.lockHeld(now) {
+		// A dispatcher that accepts its version runs it: a message left
+		// after that turn is refused (and advertised) afresh.
+		e.mu.Lock()
+		delete(e.refused, d.InstanceID)
+		e.mu.Unlock()
+	}
 	if d.Publish != nil {
 		e.maint.Signal(slot, d.InstanceID, msTime(d.Publish.At+durMS(e.p.cfg.ReconcileAge)))
 	}
@@ -980,7 +989,14 @@ type hintDoc struct {
 	Slots      []int  `json:"slots"`
 	Count      int    `json:"count"`
 	Seq        int64  `json:"seq"`
+	// Refused lists instances of the owner's slots whose pinned version
+	// no dispatcher of the owner accepts (a rolling upgrade): the other
+	// replicas try them with their own capability filters.
+	Refused []string `json:"refused,omitempty"`
 }
+
+// maxHintRefused bounds the instances one hint lists as refused.
+const maxHintRefused = 100
 
 const typeHint = "backlog_hint"
 
@@ -995,6 +1011,16 @@ func (e *engine) onLeaseDocument(raw []byte) {
 	}
 	e.mu.Lock()
 	prev, ok := e.hinted[h.Replica]
+	if (!ok || h.Seq != prev.seq) && len(h.Refused) > 0 {
+		// Instances the owner cannot run: a local fetch tries each with its
+		// own filter (and keeps it aside as refused if that fails too).
+		now := time.Now()
+		for _, inst := range h.Refused {
+			if sl := slotOf(inst); !e.isOwned(sl) {
+				e.orch.Signal(sl, orchKey(inst), now)
+			}
+		}
+	}
 	if !ok || h.Seq != prev.seq {
 		prev = hintSeen{slots: h.Slots, seq: h.Seq, seenAt: time.Now(), scanned: prev.scanned}
 		if prev.scanned == nil {
@@ -1096,13 +1122,14 @@ const parkRecheck = 2 * time.Second
 // drained.
 func (e *engine) checkHint(ctx context.Context) {
 	per, due, parked := e.workerBacklog()
+	refused := e.refusedOwned()
 	n := due + parked
 	capacity := max(int(e.workPeak.Load()), 1)
 	h := &e.hint
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
-	case due > capacity || parked > 0:
+	case due > capacity || parked > 0 || len(refused) > 0:
 		h.hot++
 		h.cold = 0
 	case n == 0:
@@ -1118,7 +1145,8 @@ func (e *engine) checkHint(ctx context.Context) {
 			slots = append(slots, s)
 		}
 		sortInts(slots)
-		changed := !h.published || !equalInts(slots, h.slots) || n > 2*h.count || 2*n < h.count || time.Since(h.lastWrite) >= hintRefresh
+		changed := !h.published || !equalInts(slots, h.slots) || !slices.Equal(refused, h.refused) || n > 2*h.count || 2*n < h.count ||
+			time.Since(h.lastWrite) >= hintRefresh
 		write = changed && time.Since(h.lastWrite) >= 250*time.Millisecond
 	} else if h.cold >= 2 && h.published {
 		write = true
@@ -1128,8 +1156,11 @@ func (e *engine) checkHint(ctx context.Context) {
 		return
 	}
 	h.seq++
+	if h.hot < 2 {
+		refused = nil // clearing the hint
+	}
 	doc := hintDoc{ID: hintID(e.cfg.ReplicaID), InstanceID: e.leasePartition(), Type: typeHint, Replica: e.cfg.ReplicaID,
-		Slots: slots, Count: n, Seq: h.seq}
+		Slots: slots, Count: n, Seq: h.seq, Refused: refused}
 	if doc.Slots == nil {
 		doc.Slots = []int{}
 	}
@@ -1142,8 +1173,27 @@ func (e *engine) checkHint(ctx context.Context) {
 	}
 	e.stats.hintsWritten.Add(1)
 	h.lastWrite = time.Now()
-	h.published = len(slots) > 0
-	h.slots, h.count = slots, n
+	h.published = len(slots) > 0 || len(refused) > 0
+	h.slots, h.count, h.refused = slots, n, refused
+}
+
+// refusedOwned lists (sorted, at most maxHintRefused) the instances of
+// owned slots that a capability filter refused.
+func (e *engine) refusedOwned() []string {
+	owned := e.ownedSet()
+	var out []string
+	e.mu.Lock()
+	for inst, r := range e.refused {
+		if owned.Contains(r.slot) {
+			out = append(out, inst)
+		}
+	}
+	e.mu.Unlock()
+	slices.Sort(out)
+	if len(out) > maxHintRefused {
+		out = out[:maxHintRefused]
+	}
+	return out
 }
 
 // hintLoop runs the backlog-hint check every 100 ms while a hint is

@@ -130,6 +130,9 @@ func (e *engine) orchWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 			e.refused[instance] = refusedOI{slot: w.Slot, version: st.refused, at: nowMS()}
 		}
 		e.mu.Unlock()
+		if e.isOwned(w.Slot) {
+			e.kickHint() // the other replicas may run it
+		}
 	}
 	return nil, nil
 }

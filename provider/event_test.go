@@ -640,3 +640,92 @@ func TestEventDrivenLocalWakeLatency(t *testing.T) {
 	}
 	t.Logf("enqueue-to-fetch: %v", lat)
 }
+
+// TestPinnedInstanceRunsOnCompatibleReplica: in a rolling upgrade the
+// owner of an instance's slot may run only older versions than the one
+// the instance is pinned to. Its backlog hint lists the refused instance,
+// and a replica whose dispatcher accepts that version runs it.
+func TestPinnedInstanceRunsOnCompatibleReplica(t *testing.T) {
+	t.Parallel()
+	container := freshContainer("pinned-upgrade")
+	cfg := replicaConfig(container)
+	ctx := context.Background()
+	v2 := durable.SemVer{Major: 2}
+
+	// One instance per lease block, pinned to 2.0.0 by a replica that then
+	// leaves.
+	seedCfg := cfg
+	seedCfg.ReplicaID = "seed"
+	seed, err := New(ctx, seedCfg)
+	require.NoError(t, err)
+	per := SlotCount / DefaultLeaseBlocks
+	var insts []string
+	for i := 0; len(insts) < DefaultLeaseBlocks; i++ {
+		id := fmt.Sprint("pinned-", i)
+		if slotOf(id)/per == len(insts) {
+			insts = append(insts, id)
+		}
+	}
+	for _, id := range insts {
+		require.NoError(t, seed.EnqueueForOrchestrator(ctx, durable.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
+		item, err := seed.FetchOrchestrationItem(ctx, lockLong, 5*time.Second, nil)
+		require.NoError(t, err)
+		require.NotNil(t, item)
+		md := durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "2.0.0", PinnedVersion: &v2}
+		require.NoError(t, seed.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+			HistoryDelta: []history.Event{ev(item.Instance, 1, 1, history.OrchestrationStarted{Name: "O", Version: "2.0.0", Input: "{}"})},
+			Metadata:     md}))
+	}
+	require.NoError(t, seed.Close())
+
+	// An old replica (runs 1.x) and a new one (runs 2.x).
+	var mu sync.Mutex
+	ranOn := map[string]string{}
+	lctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { stop(); wg.Wait() })
+	open := func(name string, lo, hi durable.SemVer) *replica {
+		c := cfg
+		c.ReplicaID = name
+		p := openProvider(t, c)
+		filter := &durable.DispatcherCapabilityFilter{SupportedVersions: []durable.SemVerRange{{Min: lo, Max: hi}}}
+		for range 2 {
+			wg.Go(func() {
+				for lctx.Err() == nil {
+					item, err := p.FetchOrchestrationItem(lctx, lockLong, 200*time.Millisecond, filter)
+					if err != nil || item == nil {
+						continue
+					}
+					mu.Lock()
+					ranOn[item.Instance] = name
+					mu.Unlock()
+					_ = p.AbandonOrchestrationItem(context.WithoutCancel(lctx), item.LockToken, time.Hour, true)
+				}
+			})
+		}
+		return &replica{name: name, p: p}
+	}
+	old := open("old", durable.SemVer{Major: 1}, durable.SemVer{Major: 1, Minor: 99})
+	cur := open("new", v2, durable.SemVer{Major: 2, Minor: 99})
+	requireOwnership(t, 10*time.Second, "start", old, cur)
+	requireBalanced(t, old, cur)
+
+	var onOld []string
+	for _, id := range insts {
+		if old.p.ev.isOwned(slotOf(id)) {
+			onOld = append(onOld, id)
+		}
+		require.NoError(t, cur.p.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: id, Name: "go", Data: "{}"}, 0))
+	}
+	require.NotEmpty(t, onOld, "the old replica owns some of the instances")
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ranOn) == len(insts)
+	}, 30*time.Second, 20*time.Millisecond, "every pinned instance runs")
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range insts {
+		require.Equal(t, "new", ranOn[id], "%s runs on the replica that accepts 2.x (owner old: %v)", id, old.p.ev.isOwned(slotOf(id)))
+	}
+}
