@@ -1144,8 +1144,8 @@ func (e *engine) checkHint(ctx context.Context) {
 		for s := range per {
 			slots = append(slots, s)
 		}
-		sortInts(slots)
-		changed := !h.published || !equalInts(slots, h.slots) || !slices.Equal(refused, h.refused) || n > 2*h.count || 2*n < h.count ||
+		slices.Sort(slots)
+		changed := !h.published || !slices.Equal(slots, h.slots) || !slices.Equal(refused, h.refused) || n > 2*h.count || 2*n < h.count ||
 			time.Since(h.lastWrite) >= hintRefresh
 		write = changed && time.Since(h.lastWrite) >= 250*time.Millisecond
 	} else if h.cold >= 2 && h.published {
@@ -1233,27 +1233,7 @@ func (e *engine) clearHint(ctx context.Context) {
 	}
 }
 
-func sortInts(a []int) {
-	for i := 1; i < len(a); i++ {
-		for j := i; j > 0 && a[j] < a[j-1]; j-- {
-			a[j], a[j-1] = a[j-1], a[j]
-		}
-	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// wakeRange makes the feed reader of slot read at once.
+// wakeSlot makes the feed reader of slot read at once.
 func (e *engine) wakeSlot(slot int) {
 	if s := e.sess.Load(); s != nil {
 		s.proc.Wake(epk.SlotRange(slot, slot, SlotCount))
