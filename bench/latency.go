@@ -139,16 +139,23 @@ type LatencyResult struct {
 	// PausesMS are the pauses that preceded each kept sample's enqueue:
 	// how long the system had been quiet.
 	PausesMS []float64 `json:"pauses_ms"`
+	// FeedReadsPerMin and RUPerMin are the change-feed reads (document
+	// ranges, not the lease partition) and the simulated charge of every
+	// request on the scenario's container while the kept samples ran,
+	// per minute: what the latency cost.
+	FeedReadsPerMin float64 `json:"feed_reads_per_min"`
+	RUPerMin        float64 `json:"ru_per_min"`
 }
 
 // RunLatency runs one latency scenario in a container of its own and
-// closes its providers.
-func (e *Env) RunLatency(ctx context.Context, s LatencyScenario) (LatencyResult, error) {
+// closes its providers. Deferred steps complete the (named) result after
+// the sampling loop returns: the error counts and what the samples cost.
+func (e *Env) RunLatency(ctx context.Context, s LatencyScenario) (res LatencyResult, err error) {
 	s.Fetch = s.Fetch.withDefaults()
 	if s.SampleTimeout <= 0 {
 		s.SampleTimeout = 30 * time.Second
 	}
-	res := LatencyResult{Mode: s.Mode, Case: s.Case, InjectedLatencyMS: ms(e.Latency())}
+	res = LatencyResult{Mode: s.Mode, Case: s.Case, InjectedLatencyMS: ms(e.Latency())}
 	container := e.newContainer(fmt.Sprintf("%s-%s", s.Case, s.Mode))
 	fetcher, err := e.openProvider(ctx, container, s.Mode)
 	if err != nil {
@@ -206,7 +213,22 @@ func (e *Env) RunLatency(ctx context.Context, s LatencyScenario) (LatencyResult,
 	rng := rand.New(rand.NewPCG(s.Seed, 0x6475726166656564))
 	var samples []time.Duration
 	began := time.Now()
+	var u0 Usage
+	var t0 time.Time
+	defer func() {
+		if t0.IsZero() {
+			return
+		}
+		if mins := time.Since(t0).Minutes(); mins > 0 {
+			u := e.usage(container).sub(u0)
+			res.FeedReadsPerMin = round2(float64(u.ByOperation["ChangeFeed"].Requests) / mins)
+			res.RUPerMin = round2(u.RequestCharge / mins)
+		}
+	}()
 	for i := range s.Warmup + s.Samples {
+		if i == s.Warmup {
+			u0, t0 = e.usage(container), time.Now()
+		}
 		if s.MaxDuration > 0 && i > s.Warmup && time.Since(began) >= s.MaxDuration {
 			break
 		}

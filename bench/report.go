@@ -134,9 +134,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 
 	fmt.Fprintf(w, "\nWake latency (enqueue return → fetch return) and timer lateness (fetch − (enqueue + delay)), ms\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "injected\tcase\tmode\tn\tp50\tp90\tp99\tmax\tlost\t")
+	fmt.Fprintln(tw, "injected\tcase\tmode\tn\tp50\tp90\tp99\tmax\tlost\tfeed reads/min\tRU/min\t")
 	for _, l := range r.Latency {
-		fmt.Fprintf(tw, "%vms\t%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t\n", l.InjectedLatencyMS, l.Case, l.Mode, l.N, l.P50MS, l.P90MS, l.P99MS, l.MaxMS, l.Lost)
+		fmt.Fprintf(tw, "%vms\t%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.0f\t%.0f\t\n", l.InjectedLatencyMS, l.Case, l.Mode, l.N, l.P50MS, l.P90MS,
+			l.P99MS, l.MaxMS, l.Lost, l.FeedReadsPerMin, l.RUPerMin)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

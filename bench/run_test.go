@@ -56,6 +56,14 @@ func TestTinyRunProducesSaneNumbers(t *testing.T) {
 		// never long before it was enqueued.
 		require.Greater(t, l.MinMS, -50.0, name)
 		require.Less(t, l.MaxMS, 10000.0, name)
+		// What the samples cost: only the event-driven fetcher reads the
+		// change feed of the document ranges.
+		require.Positive(t, l.RUPerMin, name)
+		if l.Mode == ModeEventDriven {
+			require.Positive(t, l.FeedReadsPerMin, name)
+		} else {
+			require.Zero(t, l.FeedReadsPerMin, name)
+		}
 		if l.Case != CaseTimer {
 			require.Greater(t, l.MinMS, 0.0, name)
 		}
