@@ -49,6 +49,9 @@ type engine struct {
 
 	sessMu sync.Mutex
 	sess   atomic.Pointer[session]
+	// joinCh is closed (and replaced, under sessMu) when a session starts:
+	// a worker fetch polling before the replica joined stops waiting then.
+	joinCh chan struct{}
 	closed atomic.Bool
 	wg     sync.WaitGroup // sessions being left
 
@@ -198,7 +201,7 @@ func newEngine(p *Provider, cfg Config) (*engine, error) {
 	}
 	e := &engine{p: p, cfg: cfg, log: p.log.With(zap.String("replica", cfg.ReplicaID)), per: SlotCount / b,
 		blocked: map[string]int{}, released: map[string]int64{}, wreleased: map[string]int64{}, parked: map[string]parkedWI{},
-		refused: map[string]refusedOI{}, hinted: map[string]hintSeen{}}
+		refused: map[string]refusedOI{}, hinted: map[string]hintSeen{}, joinCh: make(chan struct{})}
 	var err error
 	if e.orch, err = wakeup.New(wakeup.Options{MaxPendingPerSlot: orchSlotBound}); err != nil {
 		return nil, err
@@ -252,7 +255,16 @@ func (e *engine) join() *session {
 		return nil
 	}
 	e.sess.Store(s)
+	close(e.joinCh)
+	e.joinCh = make(chan struct{})
 	return s
+}
+
+// joined returns a channel closed when the next session starts.
+func (e *engine) joined() <-chan struct{} {
+	e.sessMu.Lock()
+	defer e.sessMu.Unlock()
+	return e.joinCh
 }
 
 func (e *engine) startSession() (*session, error) {

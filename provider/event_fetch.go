@@ -187,7 +187,7 @@ func (p *Provider) fetchWorkEvent(ctx context.Context, lockTimeout, pollTimeout 
 	const op = "fetch_work_item"
 	e := p.ev
 	deadline := time.Now().Add(pollTimeout)
-	if !e.isJoined() {
+	if joined := e.joined(); !e.isJoined() {
 		for {
 			item, err := p.fetchWorkPolling(ctx, lockTimeout, session, tags, share{lo: 0, hi: SlotCount - 1})
 			if err != nil || item != nil {
@@ -197,12 +197,22 @@ func (p *Provider) fetchWorkEvent(ctx context.Context, lockTimeout, pollTimeout 
 			if left <= 0 {
 				return nil, nil
 			}
-			if !sleepCtx(ctx, min(left, time.Second)) {
+			// Poll again in a second, or wait on the hub as soon as the
+			// replica joins (its first orchestration fetch): work its
+			// turns schedule is signalled there at once.
+			t := time.NewTimer(min(left, time.Second))
+			select {
+			case <-ctx.Done():
+				t.Stop()
 				return nil, cancelled(op, ctx)
+			case <-joined:
+			case <-t.C:
 			}
+			t.Stop()
 			if e.isJoined() {
 				break
 			}
+			joined = e.joined()
 		}
 	}
 	if s := e.sess.Load(); s != nil && pollTimeout <= 0 {
