@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/durafeed/durafeed/internal/clock"
 )
 
 // Defaults applied by New to zero-valued Options fields.
@@ -186,7 +188,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Logger = zap.NewNop()
 	}
 	if o.Clock == nil {
-		o.Clock = systemClock{}
+		o.Clock = clock.System{}
 	}
 	return o, nil
 }
@@ -242,28 +244,7 @@ func (s StartFrom) validate() error {
 
 // Clock is a source of time. The Processor uses it for every pause (polling,
 // retries) and for the timestamps of lag figures.
-type Clock interface {
-	// Now returns the current time.
-	Now() time.Time
-	// NewTimer returns a timer that fires once after d.
-	NewTimer(d time.Duration) Timer
-}
+type Clock = clock.Clock
 
 // Timer is a one-shot timer made by a Clock.
-type Timer interface {
-	// C delivers the time once the timer fires.
-	C() <-chan time.Time
-	// Stop prevents the timer from firing; it reports whether it did.
-	Stop() bool
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-func (systemClock) NewTimer(d time.Duration) Timer { return sysTimer{time.NewTimer(d)} }
-
-type sysTimer struct{ t *time.Timer }
-
-func (t sysTimer) C() <-chan time.Time { return t.t.C }
-func (t sysTimer) Stop() bool          { return t.t.Stop() }
+type Timer = clock.Timer
