@@ -224,10 +224,9 @@
 // replicas try it; a fetch that loses the lock race for an instance
 // signals it again at once (the winner's turn need not hold the message
 // its wakeup was for).
-// A fetch with a zero poll timeout waits (at most 3 s after the session
-// starts) until the replica owns its share and has run the catch-up, so it
-// still sees queued work; a long poll does not wait for that, and serves
-// the slots owned so far while the others are acquired.
+// The first fetch of a session waits (at most 3 s) until the replica owns
+// its share and has run the catch-up, so a zero poll timeout still sees
+// queued work.
 //
 // Newly owned slots: on a lease acquired, one catch-up query (all blocks
 // acquired together, one cross-partition query) signals every queue

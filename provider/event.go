@@ -92,9 +92,9 @@ type session struct {
 	catchup   wakeup.Set // owned slots awaiting their catch-up query
 
 	// ready is closed once the replica owns its share of the leases and
-	// has caught up on their backlog (or after readyWait): a fetch with a
-	// zero poll timeout waits for it, so that it sees the work already
-	// queued; a long poll does not (the catch-up's signals wake it).
+	// has caught up on their backlog (or after readyWait): the first fetch
+	// of a session waits for it, so that even a fetch with a zero poll
+	// timeout sees the work already queued.
 	ready     chan struct{}
 	readyOnce sync.Once
 }

@@ -32,10 +32,7 @@ func (p *Provider) fetchOrchEvent(ctx context.Context, lockTimeout, pollTimeout 
 		e.orchInFlight.Add(-1)
 	}()
 	deadline := time.Now().Add(pollTimeout)
-	if s := e.join(); s != nil && pollTimeout <= 0 {
-		// Only a fetch that will not wait needs the replica's share and its
-		// catch-up first; a long poll is woken by the catch-up's signals
-		// and serves the slots owned meanwhile.
+	if s := e.join(); s != nil {
 		s.awaitReady(ctx)
 	}
 	late := 0
@@ -215,7 +212,7 @@ func (p *Provider) fetchWorkEvent(ctx context.Context, lockTimeout, pollTimeout 
 			joined = e.joined()
 		}
 	}
-	if s := e.sess.Load(); s != nil && pollTimeout <= 0 {
+	if s := e.sess.Load(); s != nil {
 		s.awaitReady(ctx)
 	}
 	n := e.workWaiting.Add(1)
