@@ -212,7 +212,11 @@ func sampleTimerRace(t *testing.T, f Factory) {
 	race := func(activity string) func(*runtime.OrchestrationContext, string) (string, error) {
 		return func(ctx *runtime.OrchestrationContext, _ string) (string, error) {
 			act := ctx.CallActivity(activity, "")
-			w, err := ctx.Select(act, ctx.CreateTimer(200*time.Millisecond))
+			// Long enough that "Fast" wins on a loaded machine (its
+			// activity is a few round trips; under -race with every
+			// package's tests running, 200 ms was sometimes too short),
+			// while "Slow" never returns before its release.
+			w, err := ctx.Select(act, ctx.CreateTimer(2*time.Second))
 			if err != nil {
 				return "", err
 			}
