@@ -76,20 +76,39 @@
 //
 // # Polling
 //
-// A reader that finds changes reads again after Options.ActiveDelay
-// (default 5 ms; at once after a full page). Each read that finds nothing
-// multiplies the pause by BackoffFactor (2) up to IdleCeiling (default 1
-// s); the first change snaps it back. An idle lease thus costs one 304
-// read a second, about 1 RU/s, five times the rate of the .NET and Java
-// defaults (5 s) for a fifth of their worst-case pick-up latency.
-// Processor.Wake cuts the pause short for ranges the process just wrote
-// to, so local writes are picked up in one round trip whatever the pause.
-// The readers of one Processor share their back-off: a reader that finds
-// changes after a deep idle spell wakes the other deep idle readers, which
-// read at once and back off afresh, each at most once a second
-// (Options.IndependentBackoff turns this off). Work that resumes in one
-// range so brings every range the process owns back to short pauses, at
-// the price of a few extra reads per reader.
+// A reader that finds changes reads again Options.ActiveDelay after its
+// previous read began (default 5 ms; at once after a full page). Each
+// read that finds nothing multiplies the pause by BackoffFactor (2) up to
+// IdleCeiling (default 1 s); the first change snaps it back. An idle lease
+// thus costs one 304 read a second, about 1 RU/s, five times the rate of
+// the .NET and Java defaults (5 s) for a fifth of their worst-case pick-up
+// latency. Processor.Wake cuts the pause short for ranges the process just
+// wrote to, so local writes are picked up in one round trip whatever the
+// pause.
+//
+// The readers of one Processor pace themselves together:
+//
+//   - Shared back-off: a reader that finds changes after a deep idle spell
+//     wakes the other deep idle readers, which read at once and back off
+//     afresh, each at most once a second (Options.IndependentBackoff turns
+//     this off). Work that resumes in one range so brings every range the
+//     process owns back to short pauses, at the price of a few extra reads
+//     per reader.
+//   - Warm hold (Options.WarmHold, off by default): for that long after
+//     any reader found changes or Wake was called, no reader backs off
+//     beyond ActiveDelay, so a change anywhere in the process's ranges is
+//     read within ActiveDelay while the process is busy. It costs one
+//     read per physical partition per ActiveDelay while warm and nothing
+//     while idle.
+//   - Turns per physical partition: every answer carries its physical
+//     partition's latest LSN, so a reader whose continuation is already at
+//     that LSN, as seen by another reader's read of the same partition
+//     that began since its own previous look, has nothing to read and
+//     skips the request (waiting for such a read still in flight rather
+//     than duplicating it), then counts its next pause from that read.
+//     The leases of one idle partition thus cost one read per pause
+//     between them, not one each; a woken reader never skips.
+//     Stats.SkippedReads counts the requests saved.
 //
 // Options.Filter drops documents the handler ignores before it is called;
 // a page of only such documents is neither handed over nor checkpointed

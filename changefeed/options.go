@@ -13,10 +13,11 @@ import (
 
 // Defaults applied by New to zero-valued Options fields.
 const (
-	// DefaultActiveDelay is the pause between reads of a lease while changes
-	// flow (after a page that was not full; after a full page the reader
-	// reads again at once). It bounds a flowing reader at about 200 requests
-	// a second while adding at most 5 ms to a change's latency.
+	// DefaultActiveDelay is the time between the starts of two reads of a
+	// lease while changes flow (after a page that was not full; after a
+	// full page the reader reads again at once). It bounds a flowing reader
+	// at about 200 requests a second while adding at most 5 ms to a
+	// change's latency.
 	DefaultActiveDelay = 5 * time.Millisecond
 	// DefaultIdleCeiling is the longest pause between reads of an idle
 	// lease. An idle read is a 304 costing about 1 RU, so an idle reader
@@ -57,8 +58,9 @@ const minIdleBase = time.Millisecond
 // Options configures a Processor. The zero value is usable: every field has
 // a documented default.
 type Options struct {
-	// ActiveDelay is the pause between reads while changes flow. Zero means
-	// DefaultActiveDelay; a negative value means no pause.
+	// ActiveDelay is the time from the start of one read to the start of
+	// the next while changes flow. Zero means DefaultActiveDelay; a
+	// negative value means no pause.
 	ActiveDelay time.Duration
 	// IdleCeiling is the longest pause between reads of a lease that keeps
 	// answering "nothing new". Zero means DefaultIdleCeiling. It must not be
@@ -82,6 +84,19 @@ type Options struct {
 	// for the back-off reached since the restart instead of up to
 	// IdleCeiling.
 	IndependentBackoff bool
+	// WarmHold keeps readers from backing off while the processor is
+	// warm: for WarmHold after the processor last saw a change in any of
+	// its ranges or was woken by Wake, every reader that finds nothing
+	// pauses only ActiveDelay, and backs off from there once WarmHold has
+	// passed. A processor turning warm wakes its deep idle readers as the
+	// shared back-off does. Work that arrives in bursts (a reply to
+	// something this process did a moment ago, the next step of a job in
+	// progress) is then read within ActiveDelay wherever it lands, at a
+	// cost of one read per reader per ActiveDelay while warm; an idle
+	// processor pays nothing extra. With IndependentBackoff the hold
+	// counts from the reader's own last change. Zero (the default) or
+	// negative: no hold.
+	WarmHold time.Duration
 	// Jitter is the fraction, in [0, 1), by which idle pauses are randomly
 	// shortened. Zero means DefaultJitter; a negative value disables
 	// jitter.
@@ -183,6 +198,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if err := o.StartFrom.validate(); err != nil {
 		return o, err
+	}
+	if o.WarmHold < 0 {
+		o.WarmHold = 0
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

@@ -69,9 +69,16 @@ type Processor struct {
 	rngMu sync.Mutex
 	rng   *rand.Rand
 
+	partMu sync.Mutex
+	parts  map[epk.Range]*partState // by physical partition
+
 	mu      sync.Mutex
 	readers map[*reader]struct{}
 	latest  map[string]*reader // by lease ID: the most recent reader
+
+	// lastActive is when a reader last found changes or Wake was called
+	// (clock unix ns; 0: never): the start of the warm hold.
+	lastActive atomic.Int64
 
 	started  atomic.Bool
 	stop     chan struct{}
@@ -110,6 +117,7 @@ func New(container *azcosmos.ContainerClient, leases LeaseSource, handler Handle
 		log:       o.Logger,
 		rng:       rand.New(rand.NewPCG(seed, 0x6368616e67656665)),
 		readers:   map[*reader]struct{}{},
+		parts:     map[epk.Range]*partState{},
 		latest:    map[string]*reader{},
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -184,6 +192,9 @@ func (p *Processor) Stop(ctx context.Context) error {
 // whose EPK lies in r. A reader busy reading or handling reads again as
 // soon as it is done. Wake never blocks.
 func (p *Processor) Wake(r Range) {
+	if p.touch() {
+		p.snapBack(nil)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for rd := range p.readers {
@@ -198,8 +209,9 @@ func (p *Processor) Wake(r Range) {
 }
 
 // snapBack is called when reader from finds changes after a deep idle
-// spell (a pause past deepIdle): work resumed after a quiet period, and it
-// tends to continue in other ranges. The processor's other readers that
+// spell (a pause past deepIdle), or when the processor turns warm (from is
+// nil after a Wake): work resumed after a quiet period, and it tends to
+// continue in other ranges. The processor's other readers that
 // are deep idle too are woken to read at once and restart their back-off,
 // each at most once per restartEvery, so a trickle of changes costs each
 // reader at most a few reads a second more than backing off alone.
@@ -219,6 +231,117 @@ func (p *Processor) snapBack(from *reader) {
 		default:
 		}
 	}
+}
+
+// partState is what the processor knows of one physical partition: the
+// latest observation of its LSN, and the read of it in flight, if any.
+type partState struct {
+	ob       observation
+	flight   chan struct{} // closed when the read in flight ends; nil: none
+	flightAt time.Time
+	flightBy *reader
+}
+
+// beginRead registers a read of physical partition phys by `by` starting
+// at `at`. It returns the channel to pass to endRead, or nil when another
+// read of the partition is already in flight.
+func (p *Processor) beginRead(phys epk.Range, by *reader, at time.Time) chan struct{} {
+	p.partMu.Lock()
+	defer p.partMu.Unlock()
+	st := p.parts[phys]
+	if st == nil {
+		st = &partState{}
+		p.parts[phys] = st
+	}
+	if st.flight != nil {
+		return nil
+	}
+	st.flight, st.flightAt, st.flightBy = make(chan struct{}), at, by
+	return st.flight
+}
+
+// endRead ends a read begun by beginRead (flight may be nil) and records
+// what it observed, if anything.
+func (p *Processor) endRead(phys epk.Range, flight chan struct{}, ob *observation) {
+	p.partMu.Lock()
+	defer p.partMu.Unlock()
+	st := p.parts[phys]
+	if st == nil {
+		st = &partState{}
+		p.parts[phys] = st
+	}
+	if ob != nil && !st.ob.at.After(ob.at) {
+		st.ob = *ob
+	}
+	if flight != nil && st.flight == flight {
+		close(flight)
+		st.flight = nil
+	}
+}
+
+// unchanged reports whether reader r's read of pos would find nothing new
+// because a read of its physical partition by another reader of this
+// processor (or a Lag probe) began at or after since and found the
+// partition's latest LSN no later than pos's continuation: then nothing
+// beyond pos existed when that read began, and pos need not be read until
+// the next pause. If such a read is still in flight, unchanged waits for
+// its answer rather than read the partition a second time. It returns the
+// observation relied on. A read of any sub-range reports the LSN of its
+// whole partition, so the readers of the leases of one physical partition
+// take turns reading it while it is idle: one read per pause per partition
+// instead of one per lease. Unknown or unparsable positions are never
+// skipped; nor is anything when the service's continuations do not advance
+// with the partition's LSN (the readers then read as if alone).
+func (p *Processor) unchanged(ctx context.Context, r *reader, pos position, since time.Time) (observation, bool) {
+	n, ok := etagLSN(pos.etag)
+	if !ok {
+		return observation{}, false
+	}
+	phys, _, ok := p.physicalOf(ctx, pos.rng)
+	if !ok {
+		return observation{}, false
+	}
+	for waited := false; ; waited = true {
+		p.partMu.Lock()
+		st := p.parts[phys]
+		if st == nil {
+			p.partMu.Unlock()
+			return observation{}, false
+		}
+		if fl := st.flight; fl != nil && !waited && st.flightBy != r && !st.flightAt.Before(since) {
+			p.partMu.Unlock()
+			select {
+			case <-fl:
+				continue
+			case <-ctx.Done():
+				return observation{}, false
+			}
+		}
+		ob := st.ob
+		p.partMu.Unlock()
+		if ob.at.IsZero() || ob.by == r || ob.at.Before(since) || ob.latest > n {
+			return observation{}, false
+		}
+		return ob, true
+	}
+}
+
+// touch records activity for the warm hold. It reports whether the
+// processor was cold (no activity within WarmHold) until now; always false
+// without a hold or with IndependentBackoff.
+func (p *Processor) touch() bool {
+	if p.opts.WarmHold <= 0 || p.opts.IndependentBackoff {
+		return false
+	}
+	now := p.opts.Clock.Now().UnixNano()
+	prev := p.lastActive.Swap(now)
+	return prev == 0 || now-prev >= int64(p.opts.WarmHold)
+}
+
+// warm reports whether the processor saw activity within WarmHold.
+func (p *Processor) warm(now time.Time) bool {
+	last := p.lastActive.Load()
+	return last != 0 && now.UnixNano()-last < int64(p.opts.WarmHold)
 }
 
 // restartEvery is the least time between two snap-backs of one reader.
@@ -300,11 +423,14 @@ type Stats struct {
 	LeasesLost int64
 	// Wakes counts readers signalled by Wake.
 	Wakes int64
+	// SkippedReads counts reads not made because another reader of the
+	// same physical partition had just found nothing new there.
+	SkippedReads int64
 }
 
 type counters struct {
 	reads, emptyReads, chargeMilli, batches, documents, handlerErrors, readErrors,
-	checkpoints, checkpointErrors, leasesLost, wakes atomic.Int64
+	checkpoints, checkpointErrors, leasesLost, wakes, skippedReads atomic.Int64
 }
 
 // Stats returns the processor's counters.
@@ -326,5 +452,6 @@ func (p *Processor) Stats() Stats {
 		CheckpointErrors: s.checkpointErrors.Load(),
 		LeasesLost:       s.leasesLost.Load(),
 		Wakes:            s.wakes.Load(),
+		SkippedReads:     s.skippedReads.Load(),
 	}
 }

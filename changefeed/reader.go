@@ -43,6 +43,8 @@ type reader struct {
 	// checkpointed (Options.CheckpointInterval), and the last checkpoint.
 	pendingCont string
 	lastCp      time.Time
+	lastDocs    time.Time // when the reader last found changes
+	lastCycle   time.Time // when the previous cycle began
 
 	// pausing is the pause (ns) the reader is in or about to take, zero
 	// while it reads; restart asks it to back off afresh, and restarted
@@ -57,6 +59,7 @@ type reader struct {
 type observation struct {
 	latest int64
 	at     time.Time
+	by     *reader // the reader that made it (nil: a Lag probe)
 }
 
 // inHand describes a page read but not yet acknowledged.
@@ -142,12 +145,13 @@ func (r *reader) loop(ctx context.Context) (err error) {
 	deep := r.p.deepIdle()
 	for {
 		r.pausing.Store(int64(delay))
-		err := r.pause(ctx, delay, idle)
+		woken, err := r.pause(ctx, delay, idle)
 		r.pausing.Store(0)
 		if err != nil {
 			return err
 		}
-		res, err := r.cycle(ctx)
+		began := o.Clock.Now()
+		res, err := r.cycle(ctx, !woken)
 		if err != nil {
 			return err
 		}
@@ -155,7 +159,8 @@ func (r *reader) loop(ctx context.Context) (err error) {
 		case res.full:
 			delay, idle, empty = 0, false, 0
 		case res.docs:
-			if idle && delay > deep && !o.IndependentBackoff {
+			r.lastDocs = o.Clock.Now()
+			if turnedWarm := r.p.touch(); (turnedWarm || idle && delay > deep) && !o.IndependentBackoff {
 				r.p.snapBack(r)
 			}
 			delay, idle, empty = o.ActiveDelay, false, 0
@@ -164,10 +169,36 @@ func (r *reader) loop(ctx context.Context) (err error) {
 			if r.restart.Swap(false) {
 				empty = 0 // another reader snapped back
 			}
-			empty++
-			delay, idle = idleDelay(o, empty), true
+			if r.warm() {
+				delay, idle, empty = o.ActiveDelay, false, 0
+			} else {
+				empty++
+				delay, idle = idleDelay(o, empty), true
+			}
 		}
+		// Pauses count from the start of the cycle, so reads start every
+		// ActiveDelay rather than ActiveDelay after each answer; when
+		// nothing was read, from skippedAt, when the partitions were
+		// last seen.
+		if !res.skippedAt.IsZero() {
+			began = res.skippedAt
+		}
+		delay = max(0, delay-o.Clock.Now().Sub(began))
 	}
+}
+
+// warm reports whether the reader is within the warm hold: WarmHold since
+// its own last change, or since the processor's last activity.
+func (r *reader) warm() bool {
+	o := &r.p.opts
+	if o.WarmHold <= 0 {
+		return false
+	}
+	now := o.Clock.Now()
+	if !r.lastDocs.IsZero() && now.Sub(r.lastDocs) < o.WarmHold {
+		return true
+	}
+	return !o.IndependentBackoff && r.p.warm(now)
 }
 
 // idleDelay is the pause after k consecutive empty cycles:
@@ -181,28 +212,30 @@ func idleDelay(o *Options, k int) time.Duration {
 	return time.Duration(d)
 }
 
-// pause waits d, or less if woken. A read always follows, so a wake already
-// pending is consumed by it.
-func (r *reader) pause(ctx context.Context, d time.Duration, idle bool) error {
+// pause waits d, or less if woken, and reports whether it was woken. A
+// read always follows, so a wake already pending is consumed by it.
+func (r *reader) pause(ctx context.Context, d time.Duration, idle bool) (bool, error) {
 	if idle {
 		d = r.p.jitter(d)
 	}
 	if d <= 0 {
 		select {
 		case <-r.wake:
+			return true, ctx.Err()
 		default:
+			return false, ctx.Err()
 		}
-		return ctx.Err()
 	}
 	t := r.p.opts.Clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	case <-r.wake:
+		return true, nil
 	case <-t.C():
+		return false, nil
 	}
-	return nil
 }
 
 // sleep waits d for a retry.
@@ -276,6 +309,7 @@ func (r *reader) init(ctx context.Context) error {
 	r.mu.Lock()
 	r.rid, r.pos = rid, ps
 	r.mu.Unlock()
+	r.lastCycle = r.p.opts.Clock.Now()
 
 	// Pin "now": resolve every "*" position to the service's current
 	// position and checkpoint that before any batch is handled.
@@ -327,17 +361,45 @@ func (r *reader) feedRanges(ctx context.Context) ([]epk.Range, error) {
 	}
 }
 
-type cycleResult struct{ docs, full bool }
+// cycleResult is what a cycle found. skippedAt is set when the cycle
+// skipped every position: the time of the oldest observation it relied
+// on, from which the next pause counts.
+type cycleResult struct {
+	docs, full bool
+	skippedAt  time.Time
+}
 
 // cycle reads each of the lease's positions once, handing every non-empty
-// page to the handler and checkpointing after it.
-func (r *reader) cycle(ctx context.Context) (cycleResult, error) {
+// page to the handler and checkpointing after it. A position whose
+// physical partition another reader of this processor found unchanged
+// beyond the position since this reader's previous cycle began is not read
+// (see Processor.unchanged), unless mayskip is false (the reader was woken:
+// a change may have been written since).
+func (r *reader) cycle(ctx context.Context, mayskip bool) (cycleResult, error) {
 	var res cycleResult
 	r.mu.Lock()
 	cur := slices.Clone(r.pos)
 	rid := r.rid
 	r.mu.Unlock()
+	since := r.lastCycle
+	r.lastCycle = r.p.opts.Clock.Now()
+	read := false
+	var oldest time.Time
 	for i := 0; i < len(cur); {
+		if ob, ok := r.p.unchanged(ctx, r, cur[i], since); ok && mayskip {
+			r.p.stats.skippedReads.Add(1)
+			r.mu.Lock()
+			if prev, had := r.obs[cur[i].rng]; !had || prev.at.Before(ob.at) {
+				r.obs[cur[i].rng] = ob
+			}
+			r.mu.Unlock()
+			if oldest.IsZero() || ob.at.Before(oldest) {
+				oldest = ob.at
+			}
+			i++
+			continue
+		}
+		read = true
 		rr, err := r.read(ctx, cur[i])
 		if err != nil {
 			return res, err
@@ -373,6 +435,9 @@ func (r *reader) cycle(ctx context.Context) (cycleResult, error) {
 		r.commit(next, rr)
 		cur = next
 		i += len(rr.pos)
+	}
+	if !read {
+		res.skippedAt = oldest
 	}
 	if r.pendingCont != "" && r.p.opts.Clock.Now().Sub(r.lastCp) >= r.p.opts.CheckpointInterval {
 		cont := r.pendingCont
@@ -545,7 +610,7 @@ func (r *reader) checkpoint(ctx context.Context, cont string) error {
 func (r *reader) read(ctx context.Context, pos position) (readResult, error) {
 	var bo *backoff.ExponentialBackOff
 	for {
-		rr, err := r.p.readPage(ctx, r.currentRID(), pos, r.p.opts.MaxItemCount)
+		rr, err := r.p.readPage(ctx, r, r.currentRID(), pos, r.p.opts.MaxItemCount)
 		if err == nil {
 			if rr.latest >= 0 {
 				r.mu.Lock()
@@ -611,7 +676,7 @@ const (
 // the partition has split it gets 410/1002, refreshes the map and reads the
 // children (each inheriting the position's continuation), which come back
 // as several positions.
-func (p *Processor) readPage(ctx context.Context, rid string, pos position, maxItems int32) (readResult, error) {
+func (p *Processor) readPage(ctx context.Context, by *reader, rid string, pos position, maxItems int32) (readResult, error) {
 	res := readResult{latest: -1, from: pos.rng}
 	ctx, cancel := context.WithTimeout(ctx, p.opts.ReadTimeout)
 	defer cancel()
@@ -621,12 +686,20 @@ func (p *Processor) readPage(ctx context.Context, rid string, pos position, maxI
 		t := p.opts.StartFrom.t
 		o.StartFrom = &t
 	}
-	if !p.isPhysical(ctx, pos.rng) {
+	started := p.opts.Clock.Now()
+	phys, exact, known := p.physicalOf(ctx, pos.rng)
+	if !exact {
 		h := http.Header{}
 		h.Set(headerStartEPK, pos.rng.Min)
 		h.Set(headerEndEPK, pos.rng.Max)
 		h.Set(headerReadKeyType, readKeyTypeEPK)
 		ctx = policy.WithHTTPHeader(ctx, h)
+	}
+	var flight chan struct{}
+	var seen *observation
+	if known {
+		flight = p.beginRead(phys, by, started)
+		defer func() { p.endRead(phys, flight, seen) }()
 	}
 	p.stats.reads.Add(1)
 	resp, err := p.container.ReadChangeFeed(ctx, o)
@@ -652,6 +725,7 @@ func (p *Processor) readPage(ctx context.Context, rid string, pos position, maxI
 		res.status = raw.StatusCode
 		if n, ok := sessionLSN(raw.Header.Get(headerSession)); ok {
 			res.latest = n
+			seen = &observation{latest: n, at: started, by: by}
 		}
 	}
 	if len(resp.Items) == 0 {
@@ -665,18 +739,20 @@ func (p *Processor) readPage(ctx context.Context, rid string, pos position, maxI
 	return res, nil
 }
 
-// isPhysical reports whether r is exactly one physical partition in the
-// SDK's cached routing map (no request unless the cache is cold). Such a
-// read needs no EPK narrowing; when in doubt the headers are sent.
-func (p *Processor) isPhysical(ctx context.Context, r epk.Range) bool {
+// physicalOf returns the physical partition holding r in the SDK's cached
+// routing map (no request unless the cache is cold), and whether r is
+// exactly that partition. ok is false when the map cannot be read or no
+// partition holds r whole (a split the cache has not seen yet).
+func (p *Processor) physicalOf(ctx context.Context, r epk.Range) (phys epk.Range, exact, ok bool) {
 	frs, err := p.container.ReadFeedRanges(ctx, nil)
 	if err != nil {
-		return false
+		return epk.Range{}, false, false
 	}
 	for _, f := range frs {
-		if epk.Compare(f.MinInclusive, r.Min) == 0 && epk.Compare(normMax(f.MaxExclusive), r.Max) == 0 {
-			return true
+		fr := epk.Range{Min: f.MinInclusive, Max: normMax(f.MaxExclusive)}
+		if epk.Compare(fr.Min, r.Min) <= 0 && epk.Compare(r.Max, fr.Max) <= 0 {
+			return fr, fr == r, true
 		}
 	}
-	return false
+	return epk.Range{}, false, false
 }

@@ -67,12 +67,16 @@ const (
 	DefaultWatchIdleCeiling = 750 * time.Millisecond
 	// DefaultFeedActiveDelay is the pause between change-feed reads of a
 	// lease while changes flow.
-	DefaultFeedActiveDelay = 5 * time.Millisecond
+	DefaultFeedActiveDelay = 20 * time.Millisecond
 	// DefaultFeedIdleCeiling is the longest pause between change-feed
 	// reads of an idle lease. Writes of this replica never wait for it
 	// (they signal the local wakeup hubs directly); it bounds the pick-up
 	// of another process's write to an idle slot block.
 	DefaultFeedIdleCeiling = 4 * time.Second
+	// DefaultFeedWarmHold is how long a replica's change-feed readers keep
+	// reading every FeedActiveDelay after the replica last saw work (a
+	// change in its slots or a write of its own) before they back off.
+	DefaultFeedWarmHold = 2 * time.Second
 	// DefaultSafetySweepInterval is the period of the slow sweep that
 	// catches anything the feed and the local signals missed.
 	DefaultSafetySweepInterval = 60 * time.Second
@@ -132,6 +136,14 @@ type Config struct {
 	// doubling up to IdleCeiling while none come.
 	FeedActiveDelay time.Duration
 	FeedIdleCeiling time.Duration
+	// FeedWarmHold (default 2 s) keeps every lease reader of the replica at
+	// FeedActiveDelay for that long after the replica last saw work, so a
+	// write from another process (a client's start or event, an activity
+	// result from another replica) is read within FeedActiveDelay while
+	// the replica is busy, at the price of one read per lease reader per
+	// FeedActiveDelay during the hold. Negative: no hold (readers back off
+	// as soon as their own range goes quiet).
+	FeedWarmHold time.Duration
 	// SafetySweepInterval is the period of the slow sweep over owned slots,
 	// stale outbox intents, unpublished large turns and interrupted
 	// deletions (default 60 s).
@@ -216,6 +228,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.FeedIdleCeiling <= 0 {
 		c.FeedIdleCeiling = DefaultFeedIdleCeiling
+	}
+	if c.FeedWarmHold == 0 {
+		c.FeedWarmHold = DefaultFeedWarmHold
 	}
 	if c.SafetySweepInterval <= 0 {
 		c.SafetySweepInterval = DefaultSafetySweepInterval

@@ -268,15 +268,17 @@
 //	                    lease watch: 1 RU / 0.75 s                    = 1.33
 //	                      + own heartbeat page (+1.4 RU / 4 s)        = 0.35
 //	                    lease re-read query every 5 heartbeats        = 0.16
-//	                    8 lease readers: 1 RU / 4 s each              = 2.0
+//	                    8 lease readers taking turns on 4 physical
+//	                      partitions: 1 RU / 4 s per partition, more
+//	                      on the one holding $leases                  = 1.25
 //	                    safety sweep: 9.2 RU / 60 s                   = 0.15
-//	                    total                                 about 5.2 RU/s
+//	                    total                                 about 4.5 RU/s
 //
-// that is about 16% of polling (target: at most 20%). Measured with
+// that is about 14% of polling (target: at most 20%). Measured with
 // BenchmarkIdleReplicaCost (30 s windows, sweep excluded): polling 32.2
-// RU/s, event-driven 5.18 RU/s (5.33 with the sweep: 16.5%). The levers, in that order of weight: lease readers
-// (LeaseBlocks / FeedIdleCeiling: 16 blocks would double that line, a
-// 1 s ceiling quadruple it), the lease watch (WatchIdleCeiling, bounded by
+// RU/s, event-driven 4.43 RU/s (4.58 with the sweep: 14.2%). The levers, in that order of weight: lease readers
+// (physical partitions / FeedIdleCeiling, and LeaseBlocks when blocks
+// outnumber partitions: a 1 s ceiling would quadruple that line), the lease watch (WatchIdleCeiling, bounded by
 // the hand-off target), the heartbeat (HeartbeatInterval, bounded by
 // self-fencing at LeaseExpiry - HeartbeatInterval), the sweep. Activity
 // adds checkpoints, at most one write per active lease per 5 s.
@@ -286,8 +288,10 @@
 // the lock's own round trips (about 10 ms on cosmosemu under -race,
 // TestEventDrivenLocalWakeLatency; the polling mode averages half its 1 s
 // poll). A write by another process reaches the owner through its feed:
-// within FeedActiveDelay (5 ms) plus a read while the lease's reader is
-// active, within FeedIdleCeiling (4 s) when it was idle. Liveness:
+// within FeedActiveDelay (20 ms) plus a read while the replica is warm
+// (it saw work within FeedWarmHold, 2 s), within FeedIdleCeiling (4 s)
+// when it was idle. While warm, its readers cost about 50 RU/s per
+// physical partition their leases overlap. Liveness:
 // LeaseExpiry 10 s (a dead replica's slots move after it, then the new
 // owner's catch-up finds its work and its locks' expiries); a graceful
 // Close hands off within WatchIdleCeiling (750 ms) plus a write; a joining

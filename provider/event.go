@@ -290,6 +290,7 @@ func (e *engine) startSession() (*session, error) {
 	proc, err := changefeed.New(e.p.s.c, st, e.handle, changefeed.Options{
 		ActiveDelay:        e.cfg.FeedActiveDelay,
 		IdleCeiling:        max(e.cfg.FeedIdleCeiling, e.cfg.FeedActiveDelay),
+		WarmHold:           e.cfg.FeedWarmHold,
 		StartFrom:          changefeed.StartFromNow(),
 		Filter:             relevantDoc,
 		CheckpointInterval: checkpointInterval,

@@ -77,7 +77,7 @@ func eventConfig(container string) Config {
 	c.Mode = ModeEventDriven
 	c.LeaseExpiry, c.HeartbeatInterval = 2*time.Second, 400*time.Millisecond
 	c.WatchActiveDelay, c.WatchIdleCeiling = 10*time.Millisecond, 100*time.Millisecond
-	c.FeedActiveDelay, c.FeedIdleCeiling = 5*time.Millisecond, 250*time.Millisecond
+	c.FeedActiveDelay, c.FeedIdleCeiling = 10*time.Millisecond, 250*time.Millisecond
 	c.SafetySweepInterval = 5 * time.Second
 	return c
 }
