@@ -80,6 +80,20 @@ func halves(t *testing.T, p epk.Range) (epk.Range, epk.Range) {
 	return epk.Range{}, epk.Range{}
 }
 
+// halvesProcessor runs a processor with leases "a" and "b" on the halves
+// of the first physical partition, recording what it delivers.
+func halvesProcessor(t *testing.T, o changefeed.Options) (*env, *changefeed.Processor, *recorder, epk.Range, epk.Range) {
+	t.Helper()
+	e := newEnv(t, envOptions{})
+	ra, rb := halves(t, pkRange(e.physical(t)[0]))
+	store := newMemStore()
+	rec := newRecorder()
+	p, err := changefeed.New(e.c, newMemSource(store.lease("a", ra), store.lease("b", rb)), rec.handle, o)
+	require.NoError(t, err)
+	run(t, p)
+	return e, p, rec, ra, rb
+}
+
 // TestReadersOfOnePartitionTakeTurns: two leases on the halves of one
 // physical partition, polling at a fixed pace. While the partition is
 // idle, one reader's read tells the other there is nothing new, so they
@@ -87,14 +101,8 @@ func halves(t *testing.T, p epk.Range) (epk.Range, epk.Range) {
 // delivered without any Wake.
 func TestReadersOfOnePartitionTakeTurns(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	ra, rb := halves(t, pkRange(e.physical(t)[0]))
-	store := newMemStore()
-	rec := newRecorder()
-	p, err := changefeed.New(e.c, newMemSource(store.lease("a", ra), store.lease("b", rb)), rec.handle, changefeed.Options{
+	e, p, rec, ra, rb := halvesProcessor(t, changefeed.Options{
 		ActiveDelay: 10 * time.Millisecond, IdleCeiling: 10 * time.Millisecond, BackoffFactor: 1, Jitter: -1})
-	require.NoError(t, err)
-	run(t, p)
 	require.Eventually(t, func() bool { return p.Stats().Reads >= 10 }, liveness, time.Millisecond)
 	s0 := p.Stats()
 	require.Eventually(t, func() bool { return p.Stats().Reads >= s0.Reads+100 }, liveness, time.Millisecond)
@@ -123,14 +131,8 @@ func TestReadersOfOnePartitionTakeTurns(t *testing.T) {
 // write that woke it may postdate the other reader's observation.
 func TestWokenReaderReadsDespiteFreshObservation(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	ra, rb := halves(t, pkRange(e.physical(t)[0]))
 	clk := newFakeClock()
-	store := newMemStore()
-	rec := newRecorder()
-	p, err := changefeed.New(e.c, newMemSource(store.lease("a", ra), store.lease("b", rb)), rec.handle, changefeed.Options{Clock: clk, Jitter: -1})
-	require.NoError(t, err)
-	run(t, p)
+	e, p, rec, ra, rb := halvesProcessor(t, changefeed.Options{Clock: clk, Jitter: -1})
 	clk.next(t)
 	clk.next(t) // both readers read once and are pausing
 	reads := p.Stats().Reads

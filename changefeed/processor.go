@@ -242,17 +242,24 @@ type partState struct {
 	flightBy *reader
 }
 
+// partLocked returns the state of physical partition phys, creating it;
+// partMu must be held.
+func (p *Processor) partLocked(phys epk.Range) *partState {
+	st := p.parts[phys]
+	if st == nil {
+		st = &partState{}
+		p.parts[phys] = st
+	}
+	return st
+}
+
 // beginRead registers a read of physical partition phys by `by` starting
 // at `at`. It returns the channel to pass to endRead, or nil when another
 // read of the partition is already in flight.
 func (p *Processor) beginRead(phys epk.Range, by *reader, at time.Time) chan struct{} {
 	p.partMu.Lock()
 	defer p.partMu.Unlock()
-	st := p.parts[phys]
-	if st == nil {
-		st = &partState{}
-		p.parts[phys] = st
-	}
+	st := p.partLocked(phys)
 	if st.flight != nil {
 		return nil
 	}
@@ -265,11 +272,7 @@ func (p *Processor) beginRead(phys epk.Range, by *reader, at time.Time) chan str
 func (p *Processor) endRead(phys epk.Range, flight chan struct{}, ob *observation) {
 	p.partMu.Lock()
 	defer p.partMu.Unlock()
-	st := p.parts[phys]
-	if st == nil {
-		st = &partState{}
-		p.parts[phys] = st
-	}
+	st := p.partLocked(phys)
 	if ob != nil && !st.ob.at.After(ob.at) {
 		st.ob = *ob
 	}
