@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/durafeed/durafeed/internal/clock"
 	"github.com/durafeed/durafeed/provider"
 )
 
@@ -96,7 +97,7 @@ func (e *Env) RunIdle(ctx context.Context, s IdleScenario) (IdleResult, error) {
 		wg.Go(func() { runFetchLoop(loopCtx, countingProvider{p, &fetches}, s.Mode, s.Fetch, &errs, nil) })
 		wg.Go(func() { runWorkerLoop(loopCtx, countingProvider{p, &fetches}, s.Mode, s.Fetch, &errs) })
 	}
-	if !sleepCtx(ctx, s.Warmup) {
+	if !clock.Sleep(ctx, s.Warmup) {
 		return res, ctx.Err()
 	}
 	start, f0, e0 := e.usage(container), fetches.Load(), errs.Load()
@@ -106,7 +107,7 @@ func (e *Env) RunIdle(ctx context.Context, s IdleScenario) (IdleResult, error) {
 		return round2(v / float64(s.Replicas) / d.Minutes())
 	}
 	for range s.Slices {
-		if !sleepCtx(ctx, slice) {
+		if !clock.Sleep(ctx, slice) {
 			return res, ctx.Err()
 		}
 		cur := e.usage(container)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/durable/history"
+	"github.com/durafeed/durafeed/internal/clock"
 )
 
 // Case is what a latency scenario measures.
@@ -199,7 +200,7 @@ func (e *Env) RunLatency(ctx context.Context, s LatencyScenario) (res LatencyRes
 			every = 50 * time.Millisecond
 		}
 		wg.Go(func() {
-			for i := 0; sleepCtx(loopCtx, every); i++ {
+			for i := 0; clock.Sleep(loopCtx, every); i++ {
 				bg := durable.StartOrchestration{Instance: fmt.Sprintf("%s-bg-%06d", container, i), Orchestration: "bench", Input: "{}", ExecutionID: 1}
 				if err := enq.EnqueueForOrchestrator(loopCtx, bg, 0); err != nil && loopCtx.Err() == nil {
 					fetchErrs.Add(1)
@@ -233,7 +234,7 @@ func (e *Env) RunLatency(ctx context.Context, s LatencyScenario) (res LatencyRes
 			break
 		}
 		pause := s.Interval.draw(rng.Float64())
-		if !sleepCtx(ctx, pause) {
+		if !clock.Sleep(ctx, pause) {
 			return res, ctx.Err()
 		}
 		inst := fmt.Sprintf("%s-%04d", container, i)
@@ -286,10 +287,10 @@ func runFetchLoop(ctx context.Context, p durable.Provider, m Mode, f FetchLoop, 
 		case err != nil:
 			if ctx.Err() == nil {
 				errs.Add(1)
-				sleepCtx(ctx, errorBackoff)
+				clock.Sleep(ctx, errorBackoff)
 			}
 		case item == nil:
-			sleepCtx(ctx, f.idle(m))
+			clock.Sleep(ctx, f.idle(m))
 		case got == nil:
 			if err := p.AbandonOrchestrationItem(context.WithoutCancel(ctx), item.LockToken, 0, true); err != nil {
 				errs.Add(1)
@@ -309,10 +310,10 @@ func runWorkerLoop(ctx context.Context, p durable.Provider, m Mode, f FetchLoop,
 		case err != nil:
 			if ctx.Err() == nil {
 				errs.Add(1)
-				sleepCtx(ctx, errorBackoff)
+				clock.Sleep(ctx, errorBackoff)
 			}
 		case item == nil:
-			sleepCtx(ctx, f.idle(m))
+			clock.Sleep(ctx, f.idle(m))
 		default:
 			if err := p.AbandonWorkItem(context.WithoutCancel(ctx), item.LockToken, 0, true); err != nil {
 				errs.Add(1)
@@ -387,21 +388,5 @@ func (w *waiters) deliver(inst string, at time.Time) {
 	w.mu.Unlock()
 	if ok {
 		ch <- at
-	}
-}
-
-// sleepCtx sleeps for d unless ctx ends first; it reports whether ctx is
-// still alive.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

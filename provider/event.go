@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/changefeed"
+	"github.com/durafeed/durafeed/internal/clock"
 	"github.com/durafeed/durafeed/internal/epk"
 	"github.com/durafeed/durafeed/leasestore"
 	"github.com/durafeed/durafeed/wakeup"
@@ -374,7 +375,7 @@ func (e *engine) leave(s *session, graceful bool) {
 // idleLoop leaves the session once no orchestration fetch has run for
 // idleLeave.
 func (e *engine) idleLoop(s *session) {
-	for sleepCtx(s.ctx, time.Second) {
+	for clock.Sleep(s.ctx, time.Second) {
 		if e.orchInFlight.Load() > 0 {
 			continue
 		}
@@ -810,7 +811,7 @@ func (e *engine) catchupLoop(s *session) {
 		s.mu.Lock()
 		s.catchup = s.catchup.Union(slots)
 		s.mu.Unlock()
-		if !sleepCtx(ctx, delay) {
+		if !clock.Sleep(ctx, delay) {
 			return
 		}
 		delay = min(2*delay, 10*time.Second)
@@ -844,17 +845,6 @@ func (s *session) awaitReady(ctx context.Context) {
 	case <-s.ready:
 	case <-ctx.Done():
 	case <-s.ctx.Done():
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 
@@ -914,7 +904,7 @@ func (e *engine) sweepLoop(s *session) {
 	for {
 		d := e.cfg.SafetySweepInterval
 		d -= time.Duration(rand.Int64N(int64(d)/10 + 1)) // jitter: replicas drift apart
-		if !sleepCtx(ctx, d) {
+		if !clock.Sleep(ctx, d) {
 			return
 		}
 		e.sweepOnce(ctx)
@@ -1225,7 +1215,7 @@ func (e *engine) hintLoop(s *session) {
 			case <-s.hintKick:
 			}
 		}
-		if !sleepCtx(ctx, every) {
+		if !clock.Sleep(ctx, every) {
 			return
 		}
 		e.checkHint(ctx)

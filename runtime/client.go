@@ -9,6 +9,7 @@ import (
 
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/durable/history"
+	"github.com/durafeed/durafeed/internal/clock"
 )
 
 // ErrNoAdmin is returned by management calls when the provider has no
@@ -187,7 +188,7 @@ func (c *Client) WaitForOrchestration(ctx context.Context, instance string) (Sta
 		if err == nil && st.State.IsTerminal() {
 			return st, nil
 		}
-		if !sleep(ctx, delay) {
+		if !clock.Sleep(ctx, delay) {
 			return st, ctx.Err()
 		}
 		delay = min(delay*2, c.opts.PollMax)
@@ -212,7 +213,7 @@ func (c *Client) WaitForCustomStatus(ctx context.Context, instance string, lastS
 		if err == nil && cs != nil {
 			return cs, nil
 		}
-		if !sleep(ctx, delay) {
+		if !clock.Sleep(ctx, delay) {
 			return nil, ctx.Err()
 		}
 		delay = min(delay*2, c.opts.PollMax)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/durable/history"
+	"github.com/durafeed/durafeed/internal/clock"
 	"github.com/durafeed/durafeed/runtime/replay"
 )
 
@@ -31,11 +32,11 @@ func (r *Runtime) orchestrationLoop(pollCtx, workCtx context.Context) {
 			if pollCtx.Err() == nil {
 				r.log.Warn("fetch orchestration item failed", zap.Error(err))
 			}
-			sleep(pollCtx, r.opts.IdleBackoff)
+			clock.Sleep(pollCtx, r.opts.IdleBackoff)
 			continue
 		}
 		if item == nil {
-			sleep(pollCtx, r.opts.IdleBackoff)
+			clock.Sleep(pollCtx, r.opts.IdleBackoff)
 			continue
 		}
 		r.processOrchestration(workCtx, item)

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/internal/clock"
 )
 
 // ErrNotRunning is returned by Shutdown on a runtime that is not running.
@@ -115,18 +116,6 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 // Client returns a client on the runtime's provider.
 func (r *Runtime) Client() *Client { return r.cli }
 
-// sleep waits d or until ctx ends; it reports whether ctx is still alive.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // commitCtx returns a context for committing work that was done: it
 // survives the cancellation of ctx for a short grace period, so a finished
 // turn or activity is still acked or abandoned during shutdown.
@@ -142,7 +131,7 @@ func retryCommit(ctx context.Context, op func(context.Context) error) error {
 		if err = op(ctx); err == nil || !durable.IsRetryable(err) {
 			return err
 		}
-		if !sleep(ctx, delay) {
+		if !clock.Sleep(ctx, delay) {
 			return err
 		}
 		delay *= 2

@@ -12,6 +12,7 @@ import (
 
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/durable/history"
+	"github.com/durafeed/durafeed/internal/clock"
 	"github.com/durafeed/durafeed/runtime/replay"
 )
 
@@ -58,11 +59,11 @@ func (r *Runtime) workerLoop(pollCtx, workCtx context.Context) {
 			if pollCtx.Err() == nil {
 				r.log.Warn("fetch work item failed", zap.Error(err))
 			}
-			sleep(pollCtx, r.opts.IdleBackoff)
+			clock.Sleep(pollCtx, r.opts.IdleBackoff)
 			continue
 		}
 		if lw == nil {
-			sleep(pollCtx, r.opts.IdleBackoff)
+			clock.Sleep(pollCtx, r.opts.IdleBackoff)
 			continue
 		}
 		r.processActivity(workCtx, lw)

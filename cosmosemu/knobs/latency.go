@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/durafeed/durafeed/cosmosemu"
+	"github.com/durafeed/durafeed/internal/clock"
 )
 
 // Distribution is the shape of the jitter added around a base latency.
@@ -202,25 +203,13 @@ func (l *Latency) Middleware() cosmosemu.Middleware {
 			if d > 0 {
 				l.delayed.Add(1)
 				l.total.Add(int64(d))
-				if !sleepCtx(ctx, d) {
+				if !clock.Sleep(ctx, d) {
 					return cosmosemu.ErrorResponse(req, http.StatusRequestTimeout, 0,
 						"The request was cancelled while waiting for injected latency (cosmosemu/knobs).")
 				}
 			}
 			return next(ctx, req)
 		}
-	}
-}
-
-// sleepCtx waits for d or until ctx ends; it reports whether d elapsed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

@@ -1,10 +1,13 @@
 // Package clock is the time source that durafeed's timing packages
 // (changefeed, wakeup) accept, so that tests and simulations can drive
 // time by hand. Each of those packages re-exports the types under its own
-// name.
+// name. Sleep is the context-aware pause the other packages share.
 package clock
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Clock is a source of time: "now", and one-shot timers.
 type Clock interface {
@@ -36,3 +39,20 @@ type systemTimer struct{ t *time.Timer }
 
 func (t systemTimer) C() <-chan time.Time { return t.t.C }
 func (t systemTimer) Stop() bool          { return t.t.Stop() }
+
+// Sleep waits d on the system clock, or until ctx ends. It reports whether
+// the wait ran its course: true when d passed (at once for d <= 0 while ctx
+// is alive), false when ctx ended first.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
