@@ -386,7 +386,12 @@ func (r *reader) cycle(ctx context.Context, mayskip bool) (cycleResult, error) {
 	read := false
 	var oldest time.Time
 	for i := 0; i < len(cur); {
-		if ob, ok := r.p.unchanged(ctx, r, cur[i], since); ok && mayskip {
+		var ob observation
+		skip := false
+		if mayskip { // a woken reader neither skips nor waits for another read
+			ob, skip = r.p.unchanged(ctx, r, cur[i], since)
+		}
+		if skip {
 			r.p.stats.skippedReads.Add(1)
 			r.mu.Lock()
 			if prev, had := r.obs[cur[i].rng]; !had || prev.at.Before(ob.at) {
