@@ -34,26 +34,56 @@ type turnPlan struct {
 // transactional batch is committed by that batch; a larger turn is staged
 // and committed by its last batch (see the package documentation).
 func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, turn durable.OrchestrationTurn) error {
+	defer p.ic.release(lockToken)
+	stale, err := p.ack(ctx, lockToken, turn, true)
+	if stale {
+		_, err = p.ack(ctx, lockToken, turn, false)
+	}
+	return err
+}
+
+// ack is one attempt of AckOrchestrationItem. With useHeld it may start
+// from the instance document the lock batch wrote (instCache) instead of
+// reading it; stale then reports that this document had changed (the
+// commit, conditional on its ETag, failed) or that the turn needs more
+// than one batch, and the caller tries again from a read.
+func (p *Provider) ack(ctx context.Context, lockToken string, turn durable.OrchestrationTurn, useHeld bool) (stale bool, _ error) {
 	const op = "ack_orchestration_item"
-	d, t, err := p.heldLock(ctx, op, lockToken, true)
+	d, t, cached, err := p.heldLock(ctx, op, lockToken, true, useHeld)
 	if err != nil {
-		return err
+		return false, err
 	}
 	plan, err := p.planTurn(ctx, op, d, t, turn)
 	if err != nil {
-		return err
+		return false, err
 	}
-	single := p.singleBatch(plan)
-	if fitsOneBatch(single) {
-		if _, err := p.s.execBatch(ctx, plan.instance, single, false); err != nil {
-			if cerr := p.commitFailure(ctx, op, plan, err); cerr != nil {
-				return cerr
-			}
+	ifMatch := ""
+	if cached {
+		ifMatch = d.ETag
+	}
+	single := p.singleBatch(plan, ifMatch)
+	if !fitsOneBatch(single) {
+		if cached {
+			return true, nil
 		}
-		p.afterCommit(ctx, plan, plan.intents)
-		return nil
+		p.ic.drop(plan.instance)
+		return false, p.ackLarge(ctx, op, d, plan)
 	}
-	return p.ackLarge(ctx, op, d, plan)
+	res, err := p.s.execBatch(ctx, plan.instance, single, false)
+	if err != nil {
+		var be *batchError
+		if cached && asBatchError(err, &be) && be.index == 0 && be.status == http.StatusPreconditionFailed {
+			return true, nil
+		}
+		if cerr := p.commitFailure(ctx, op, plan, err); cerr != nil {
+			return false, cerr
+		}
+		p.ic.drop(plan.instance) // committed, but its ETag is unknown
+	} else {
+		p.ic.put(plan.instance, plan.inst, res.etags[0], res.session, len(single[0].body))
+	}
+	p.afterCommit(ctx, plan, plan.intents)
+	return false, nil
 }
 
 // planTurn validates the turn and computes every document it writes.
@@ -225,9 +255,13 @@ func hasKV(evs []history.Event) bool {
 	return false
 }
 
-// singleBatch lays out a whole turn as one batch, the instance first.
-func (p *Provider) singleBatch(plan *turnPlan) []batchOp {
-	ops := []batchOp{opReplace(idInstance, plan.inst, "")}
+// singleBatch lays out a whole turn as one batch, the instance first;
+// with ifMatch (a commit from a remembered document) its replace is
+// conditional on that ETag, so that a stale document fails the commit.
+// Without, the lock was checked by the read just before, and a second ack
+// of the same lock fails on the turn's message deletions.
+func (p *Provider) singleBatch(plan *turnPlan, ifMatch string) []batchOp {
+	ops := []batchOp{opReplace(idInstance, plan.inst, ifMatch)}
 	ops = append(ops, opUpsert(plan.exec))
 	for _, id := range plan.deletes {
 		ops = append(ops, opDelete(id))

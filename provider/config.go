@@ -77,6 +77,11 @@ const (
 	// reading every FeedActiveDelay after the replica last saw work (a
 	// change in its slots or a write of its own) before they back off.
 	DefaultFeedWarmHold = 2 * time.Second
+	// DefaultInstanceCacheSize is how many instance documents an
+	// event-driven provider remembers from its own writes (at most 4 KiB
+	// each), so that the next fetch of those instances reads no instance
+	// document.
+	DefaultInstanceCacheSize = 4096
 	// DefaultSafetySweepInterval is the period of the slow sweep that
 	// catches anything the feed and the local signals missed.
 	DefaultSafetySweepInterval = 60 * time.Second
@@ -131,7 +136,7 @@ type Config struct {
 	// 750 ms) pace the reads of the lease partition's change feed.
 	WatchActiveDelay time.Duration
 	WatchIdleCeiling time.Duration
-	// FeedActiveDelay (default 5 ms) and FeedIdleCeiling (default 4 s) pace
+	// FeedActiveDelay (default 20 ms) and FeedIdleCeiling (default 4 s) pace
 	// each lease's change-feed reader: ActiveDelay while changes flow,
 	// doubling up to IdleCeiling while none come.
 	FeedActiveDelay time.Duration
@@ -148,6 +153,13 @@ type Config struct {
 	// stale outbox intents, unpublished large turns and interrupted
 	// deletions (default 60 s).
 	SafetySweepInterval time.Duration
+	// InstanceCacheSize bounds the instance documents an event-driven
+	// provider remembers from its own acks and abandons (default 4096;
+	// negative: none). A fetch of a remembered instance skips the read of
+	// its instance document: its lock is conditional on the remembered
+	// ETag, and a stale entry costs one failed lock batch before the full
+	// read.
+	InstanceCacheSize int
 
 	// leasePartition overrides the lease partition key value (tests:
 	// independent lease namespaces on one container).
@@ -234,6 +246,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SafetySweepInterval <= 0 {
 		c.SafetySweepInterval = DefaultSafetySweepInterval
+	}
+	if c.InstanceCacheSize == 0 {
+		c.InstanceCacheSize = DefaultInstanceCacheSize
 	}
 	if c.CreateIfMissing == nil {
 		v := c.Key != ""

@@ -109,12 +109,25 @@ func (s *store) remove(ctx context.Context, partition, id string) (bool, error) 
 // query runs a query, within one partition when partition is not nil,
 // across partitions otherwise, and hands every result to each.
 func (s *store) query(ctx context.Context, partition *string, sql string, params []azcosmos.QueryParameter, each func(json.RawMessage) error) error {
+	_, err := s.querySession(ctx, partition, "", sql, params, each)
+	return err
+}
+
+// querySession is query carrying a session token (when not empty), so that
+// on an account with session consistency it reads at least what the write
+// that returned the token left. It returns the session token of the last
+// page.
+func (s *store) querySession(ctx context.Context, partition *string, session, sql string, params []azcosmos.QueryParameter, each func(json.RawMessage) error) (string, error) {
 	key := azcosmos.NewPartitionKey()
 	if partition != nil {
 		key = pk(*partition)
 	}
 	opts := &azcosmos.QueryOptions{QueryParameters: params}
+	if session != "" {
+		opts.SessionToken = &session
+	}
 	pager := s.c.NewQueryItemsPager(sql, key, opts)
+	var last string
 	for pager.More() {
 		var page azcosmos.QueryItemsResponse
 		err := s.retry.do(ctx, true, func() error {
@@ -123,15 +136,20 @@ func (s *store) query(ctx context.Context, partition *string, sql string, params
 			return err
 		})
 		if err != nil {
-			return err
+			return "", err
+		}
+		if page.RawResponse != nil {
+			if t := page.RawResponse.Header.Get("x-ms-session-token"); t != "" {
+				last = t
+			}
 		}
 		for _, it := range page.Items {
 			if err := each(it); err != nil {
-				return err
+				return "", err
 			}
 		}
 	}
-	return nil
+	return last, nil
 }
 
 // queryAll decodes every result of a query into a slice.
@@ -195,8 +213,12 @@ func mustOp(kind string, doc any) batchOp {
 	return batchOp{kind: kind, body: b}
 }
 
-// batchResult is a committed batch's per-operation ETags.
-type batchResult struct{ etags []string }
+// batchResult is a committed batch's per-operation ETags and its session
+// token.
+type batchResult struct {
+	etags   []string
+	session string
+}
 
 // execBatch runs ops as one transactional batch in the partition. When the
 // service rejects it, the error is a *batchError naming the first failing
@@ -241,6 +263,7 @@ func (s *store) execBatch(ctx context.Context, partition string, ops []batchOp, 
 			}
 			return &batchError{status: http.StatusFailedDependency, index: -1}
 		}
+		res.session = resp.SessionToken
 		res.etags = make([]string, len(resp.OperationResults))
 		for i, r := range resp.OperationResults {
 			res.etags[i] = string(r.ETag)

@@ -126,6 +126,7 @@ type engineStats struct {
 	catchups       atomic.Int64 // catch-up queries run
 	hintsWritten   atomic.Int64 // backlog hint documents written
 	hintScans      atomic.Int64 // scans run for another replica's hint
+	staleCache     atomic.Int64 // locks from a remembered instance document that failed
 }
 
 // parkedWI is a worker wakeup the fetch that took it could not use.

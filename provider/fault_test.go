@@ -14,6 +14,16 @@ type faultInjector struct {
 	mu     sync.Mutex
 	rules  map[string]*faultRule
 	counts map[string]*opCounter
+	// keyed records the operations and statuses of the document requests
+	// addressed to one partition key of one container (container + "/" +
+	// the partition key header), for the requests-per-operation tests.
+	keyed map[string]*[]keyedOp
+}
+
+// keyedOp is one request keyed records.
+type keyedOp struct {
+	op     cosmosemu.OperationType
+	status int
 }
 
 // faultRule fails the nth (1-based) matching request of a container.
@@ -59,6 +69,9 @@ func (f *faultInjector) middleware(next cosmosemu.Handler) cosmosemu.Handler {
 				c.requests++
 				c.charge += resp.RequestCharge
 			}
+			if log := f.keyed[req.Container+"/"+req.HTTP.Header.Get("x-ms-documentdb-partitionkey")]; log != nil {
+				*log = append(*log, keyedOp{op: req.Operation, status: resp.Status})
+			}
 			f.mu.Unlock()
 		}
 		return resp
@@ -97,6 +110,27 @@ func (f *faultInjector) counter(container string) func() (int, float64) {
 		defer f.mu.Unlock()
 		c := f.counts[container]
 		return c.requests, c.charge
+	}
+}
+
+// record starts recording the document requests addressed to instance's
+// partition in container; the returned function takes what was recorded
+// since the previous call.
+func (f *faultInjector) record(container, instance string) func() []keyedOp {
+	key := container + "/" + `["` + instance + `"]`
+	f.mu.Lock()
+	if f.keyed == nil {
+		f.keyed = map[string]*[]keyedOp{}
+	}
+	log := &[]keyedOp{}
+	f.keyed[key] = log
+	f.mu.Unlock()
+	return func() []keyedOp {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		out := *log
+		*log = nil
+		return out
 	}
 }
 

@@ -143,37 +143,91 @@ func (p *Provider) lockInstanceEx(ctx context.Context, instance string, lockTime
 	return item, st, err
 }
 
+// lockInstanceBody reads what a turn needs and locks it. It reads in one
+// of three ways, each ending in the same lock batch, conditional on the
+// instance document's ETag (or on its absence) and on every message's:
+//
+//   - polling mode (the seeds' order): a point read of the instance
+//     document, then one query for the messages, the KV store and the
+//     current execution's history;
+//   - event-driven mode, the instance document remembered from this
+//     process's last write of it (instCache): that query alone, carrying
+//     the write's session token;
+//   - event-driven mode otherwise: one query for the messages, the KV
+//     store and the instance document; when the instance has committed
+//     history, the full query follows, so that the history is read after
+//     the document the lock is conditional on.
+//
+// A remembered document that turns out stale fails the lock batch; the
+// third way then runs at once.
 func (p *Provider) lockInstanceBody(ctx context.Context, instance string, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, lockState, error) {
 	const op = "fetch_orchestration_item"
-	var none lockState
-	d, err := p.readInstance(ctx, instance)
-	if err != nil {
-		return nil, none, mapErr(op, err)
+	if p.ic != nil {
+		if c, ok := p.ic.take(instance); ok {
+			item, st, wrote, err := p.lockTurn(ctx, instance, &c, lockTimeout, filter)
+			if !wrote {
+				p.ic.restore(instance, c)
+			}
+			if err == nil || !lostRace(err) {
+				return item, st, err
+			}
+			p.ev.stats.staleCache.Add(1)
+		}
 	}
+	item, st, _, err := p.lockTurn(ctx, instance, nil, lockTimeout, filter)
+	return item, st, err
+}
+
+// lockTurn is one attempt of lockInstanceBody, from the remembered
+// document c when not nil. wrote reports whether it sent a batch.
+func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (_ *durable.OrchestrationItem, _ lockState, wrote bool, _ error) {
+	const op = "fetch_orchestration_item"
+	var none lockState
+	var (
+		d       *instanceDoc
+		session string
+		msgs    []lockedMessage
+		view    partitionView
+		head    bool // msgs and view hold the first query's answer
+		err     error
+	)
 	now := nowMS()
+	switch {
+	case c != nil:
+		d, session = &c.doc, c.session
+	case p.ev != nil:
+		msgs, view, d, session, err = p.readTurnHead(ctx, instance, now)
+		head = true
+	default:
+		d, err = p.readInstance(ctx, instance)
+	}
+	if err != nil {
+		return nil, none, false, mapErr(op, err)
+	}
 	if d != nil {
 		if d.Deleting != "" {
-			return nil, none, nil
+			return nil, none, false, nil
 		}
 		if d.lockHeld(now) {
-			return nil, lockState{lockedUntil: d.LockedUntil}, nil
+			return nil, lockState{lockedUntil: d.LockedUntil}, false, nil
 		}
 		// Finish what an earlier large turn left behind before anything else.
 		if d.Publish != nil || d.Staging != "" {
 			if d, err = p.recoverTurn(ctx, d); err != nil {
-				return nil, none, mapErr(op, err)
+				return nil, none, true, mapErr(op, err)
 			}
 			if d == nil || d.Deleting != "" {
-				return nil, none, nil
+				return nil, none, true, nil
 			}
 			if d.lockHeld(now) {
-				return nil, lockState{lockedUntil: d.LockedUntil}, nil
+				return nil, lockState{lockedUntil: d.LockedUntil}, true, nil
 			}
+			head, session = false, ""
 		}
 		if filter != nil && d.PinnedVersion != "" {
 			v, perr := durable.ParseSemVer(d.PinnedVersion)
 			if perr == nil && !filter.IsCompatible(v) {
-				return nil, lockState{refused: d.PinnedVersion}, nil
+				return nil, lockState{refused: d.PinnedVersion}, false, nil
 			}
 		}
 	}
@@ -183,15 +237,18 @@ func (p *Provider) lockInstanceBody(ctx context.Context, instance string, lockTi
 		exec = d.CurrentExecutionID
 	}
 
-	// One single-partition query: the candidate messages, and (read under
-	// the ETag the lock is conditional on, so consistent with it) the
-	// current execution's record and history and the KV store.
-	msgs, view, err := p.readTurnInputs(ctx, instance, exec, now)
-	if err != nil {
-		return nil, none, mapErr(op, err)
+	// One single-partition query: the candidate messages, and (read after
+	// the instance document the lock is conditional on, so consistent with
+	// it) the current execution's record and history and the KV store.
+	// The first query of event-driven mode did it already when there is no
+	// history to read.
+	if !head || exec > 0 {
+		if msgs, view, err = p.readTurnInputs(ctx, instance, exec, now, session); err != nil {
+			return nil, none, false, mapErr(op, err)
+		}
 	}
 	if len(msgs) == 0 {
-		return nil, none, nil
+		return nil, none, false, nil
 	}
 	sort.Slice(msgs, func(i, j int) bool { return msgs[i].doc.EnqueuedAt < msgs[j].doc.EnqueuedAt })
 
@@ -236,7 +293,7 @@ func (p *Provider) lockInstanceBody(ctx context.Context, instance string, lockTi
 		// Nothing to run: delete the dropped messages (and a pending
 		// document) without taking the lock.
 		if len(drop) == 0 {
-			return nil, none, nil
+			return nil, none, false, nil
 		}
 		ops := make([]batchOp, 0, len(drop)+1)
 		if d != nil && d.Pending {
@@ -246,9 +303,9 @@ func (p *Provider) lockInstanceBody(ctx context.Context, instance string, lockTi
 			ops = append(ops, opDelete(id))
 		}
 		if _, err := p.s.execBatch(ctx, instance, ops, true); err != nil && !lostRace(err) {
-			return nil, none, mapErr(op, err)
+			return nil, none, true, mapErr(op, err)
 		}
-		return nil, none, nil
+		return nil, none, true, nil
 	}
 
 	nonce := uuid.NewString()
@@ -259,12 +316,13 @@ func (p *Provider) lockInstanceBody(ctx context.Context, instance string, lockTi
 		ids[i] = m.doc.ID
 	}
 	var instOp batchOp
+	var nd instanceDoc
 	if d == nil {
-		nd := instanceDoc{ID: idInstance, InstanceID: instance, Type: typeInstance, Pending: true,
+		nd = instanceDoc{ID: idInstance, InstanceID: instance, Type: typeInstance, Pending: true,
 			LockToken: token, LockedUntil: until, LockedMsgs: ids, CreatedAt: now, UpdatedAt: now}
 		instOp = opCreate(nd)
 	} else {
-		nd := *d
+		nd = *d
 		nd.ETag = ""
 		nd.LockToken, nd.LockedUntil, nd.LockedMsgs = token, until, ids
 		instOp = opReplace(idInstance, nd, d.ETag)
@@ -280,12 +338,14 @@ func (p *Provider) lockInstanceBody(ctx context.Context, instance string, lockTi
 	for _, id := range drop {
 		ops = append(ops, opDelete(id))
 	}
-	if _, err := p.s.execBatch(ctx, instance, ops, false); err != nil {
+	res, err := p.s.execBatch(ctx, instance, ops, false)
+	if err != nil {
 		if lostRace(err) {
-			return nil, none, durable.Retryable(op, err, "instance %q was locked concurrently", instance)
+			return nil, none, true, durable.Retryable(op, err, "instance %q was locked concurrently", instance)
 		}
-		return nil, none, mapErr(op, err)
+		return nil, none, true, mapErr(op, err)
 	}
+	p.ic.hold(token, nd, res.etags[0], res.session, len(instOp.body))
 
 	item := &durable.OrchestrationItem{Instance: instance, LockToken: token, KVSnapshot: map[string]durable.KVEntry{}}
 	for _, m := range keep {
@@ -317,7 +377,7 @@ func (p *Provider) lockInstanceBody(ctx context.Context, instance string, lockTi
 		}
 	}
 	item.KVSnapshot = loadKVState(view.kv).snapshot()
-	return item, lockState{heldUntil: until, more: more || len(drop) > 0}, nil
+	return item, lockState{heldUntil: until, more: more || len(drop) > 0}, true, nil
 }
 
 // lostRace reports a conditional write that lost to a concurrent writer.
@@ -328,29 +388,57 @@ func lostRace(err error) bool {
 
 // readTurnInputs reads the instance's candidate messages together with the
 // execution's committed history and the KV store.
-func (p *Provider) readTurnInputs(ctx context.Context, instance string, exec uint64, now int64) ([]lockedMessage, partitionView, error) {
+// The query carries session (when not empty): the token of the write or
+// read the caller's instance document came from.
+func (p *Provider) readTurnInputs(ctx context.Context, instance string, exec uint64, now int64, session string) ([]lockedMessage, partitionView, error) {
+	msgs, v, _, _, err := p.queryTurn(ctx, instance, exec, false, now, session)
+	return msgs, v, err
+}
+
+// readTurnHead reads, in one query, the instance's candidate messages, its
+// KV store and its instance document (nil when absent), and returns the
+// query's session token. The KV store is consistent with the document
+// only when the instance has no committed turn (then nothing writes KV
+// entries; see lockTurn).
+func (p *Provider) readTurnHead(ctx context.Context, instance string, now int64) ([]lockedMessage, partitionView, *instanceDoc, string, error) {
+	return p.queryTurn(ctx, instance, 0, true, now, "")
+}
+
+// queryTurn is the single-partition query behind readTurnInputs and
+// readTurnHead.
+func (p *Provider) queryTurn(ctx context.Context, instance string, exec uint64, withInstance bool, now int64, session string) ([]lockedMessage, partitionView, *instanceDoc, string, error) {
 	var msgs []lockedMessage
 	var v partitionView
+	var d *instanceDoc
 	sql := "SELECT * FROM c WHERE (c.type = 'orch_queue' AND c.visibleAt <= @now AND c.lockedUntil <= @now) OR c.type = 'kv'"
 	params := []azcosmos.QueryParameter{param("@now", now)}
 	if exec > 0 {
 		sql += " OR (c.executionId = @e AND (c.type = 'history' OR c.type = 'execution'))"
 		params = append(params, param("@e", exec))
 	}
-	err := p.s.query(ctx, strp(instance), sql, params, func(raw json.RawMessage) error {
+	if withInstance {
+		sql += " OR c.type = 'instance'"
+	}
+	session, err := p.s.querySession(ctx, strp(instance), session, sql, params, func(raw json.RawMessage) error {
 		typ, err := v.add(raw)
-		if err != nil || typ != typeOrchQueue {
+		if err != nil {
 			return err
 		}
-		var q queueDoc
-		if err := json.Unmarshal(raw, &q); err != nil {
-			return err
+		switch typ {
+		case typeOrchQueue:
+			var q queueDoc
+			if err := json.Unmarshal(raw, &q); err != nil {
+				return err
+			}
+			msgs = append(msgs, lockedMessage{doc: q})
+		case typeInstance:
+			d = new(instanceDoc)
+			return json.Unmarshal(raw, d)
 		}
-		msgs = append(msgs, lockedMessage{doc: q})
 		return nil
 	})
 	if err != nil {
-		return nil, v, err
+		return nil, v, nil, "", err
 	}
 	mark := uint64(0)
 	if v.exec != nil {
@@ -364,33 +452,38 @@ func (p *Provider) readTurnInputs(ctx context.Context, instance string, exec uin
 	}
 	v.history = kept
 	sort.Slice(v.history, func(i, j int) bool { return v.history[i].EventID < v.history[j].EventID })
-	return msgs, v, nil
+	return msgs, v, d, session, nil
 }
 
 // heldLock reads the instance of an orchestration lock token and checks the
 // lock: it must be the instance's current lock and, when live, unexpired.
-func (p *Provider) heldLock(ctx context.Context, op, token string, live bool) (*instanceDoc, parsedToken, error) {
+// With useHeld it takes the document the lock batch wrote, when this
+// process remembers it (instCache), instead of reading it; cached says so:
+// a write from it must then be conditional on its ETag.
+func (p *Provider) heldLock(ctx context.Context, op, token string, live, useHeld bool) (d *instanceDoc, t parsedToken, cached bool, err error) {
 	t, ok := parseToken(token)
 	if !ok || t.kind != tokenOrch {
-		return nil, t, durable.Permanent(op, nil, "unknown lock token")
+		return nil, t, false, durable.Permanent(op, nil, "unknown lock token")
 	}
-	d, err := p.readInstance(ctx, t.instance)
-	if err != nil {
-		return nil, t, mapErr(op, err)
+	if e, ok := p.ic.heldDoc(token); ok && useHeld {
+		d, cached = &e.doc, true
+	} else if d, err = p.readInstance(ctx, t.instance); err != nil {
+		return nil, t, false, mapErr(op, err)
 	}
 	if d == nil || d.LockToken != token || d.Deleting != "" {
-		return nil, t, durable.Permanent(op, nil, "lock token is not held on instance %q", t.instance)
+		return nil, t, cached, durable.Permanent(op, nil, "lock token is not held on instance %q", t.instance)
 	}
 	if live && d.LockedUntil <= nowMS() {
-		return nil, t, durable.Permanent(op, nil, "lock on instance %q has expired", t.instance)
+		return nil, t, cached, durable.Permanent(op, nil, "lock on instance %q has expired", t.instance)
 	}
-	return d, t, nil
+	return d, t, cached, nil
 }
 
 // AbandonOrchestrationItem implements durable.Provider.
 func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
 	const op = "abandon_orchestration_item"
-	d, t, err := p.heldLock(ctx, op, lockToken, false)
+	defer p.ic.release(lockToken)
+	d, t, _, err := p.heldLock(ctx, op, lockToken, false, false)
 	if err != nil {
 		return err
 	}
@@ -414,11 +507,15 @@ func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken strin
 		}
 		ops = append(ops, opPatch(id, pt, ""))
 	}
-	if _, err := p.s.execBatch(ctx, t.instance, ops, false); err != nil {
+	res, err := p.s.execBatch(ctx, t.instance, ops, false)
+	if err != nil {
 		if lostRace(err) {
 			return durable.Permanent(op, err, "lock on instance %q was lost", t.instance)
 		}
 		return mapErr(op, err)
+	}
+	if !d.Pending {
+		p.ic.put(t.instance, nd, res.etags[0], res.session, len(ops[0].body))
 	}
 	if p.ev != nil && p.ev.isJoined() {
 		p.ev.unlockedOrch(t.instance, d.LockedUntil)
@@ -433,8 +530,9 @@ func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken strin
 // lock and the turn's message locks are extended in one batch.
 func (p *Provider) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
 	const op = "renew_orchestration_item_lock"
-	d, t, err := p.heldLock(ctx, op, lockToken, true)
+	d, t, _, err := p.heldLock(ctx, op, lockToken, true, false)
 	if err != nil {
+		p.ic.release(lockToken)
 		return err
 	}
 	until := nowMS() + durMS(extendFor)
@@ -449,11 +547,14 @@ func (p *Provider) RenewOrchestrationItemLock(ctx context.Context, lockToken str
 	if len(ops) > maxBatchOps {
 		ops = ops[:maxBatchOps]
 	}
-	if _, err := p.s.execBatch(ctx, t.instance, ops, false); err != nil {
+	res, err := p.s.execBatch(ctx, t.instance, ops, false)
+	if err != nil {
+		p.ic.release(lockToken)
 		if lostRace(err) {
 			return durable.Permanent(op, err, "lock on instance %q was lost", t.instance)
 		}
 		return mapErr(op, err)
 	}
+	p.ic.hold(lockToken, nd, res.etags[0], res.session, len(ops[0].body))
 	return nil
 }

@@ -32,7 +32,8 @@ type Provider struct {
 	orch   slotSource
 	work   slotSource
 	outbox *outbox
-	ev     *engine // event-driven mode; nil when polling
+	ev     *engine    // event-driven mode; nil when polling
+	ic     *instCache // event-driven mode; nil when polling or disabled
 
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
@@ -105,6 +106,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 			return nil, err
 		}
 		p.ev = ev
+		p.ic = newInstCache(cfg.InstanceCacheSize)
 		p.outbox.delivered = func(q queueDoc) { p.noteQueueDocs(q) }
 		if cfg.joinEagerly {
 			if s := ev.join(); s != nil {

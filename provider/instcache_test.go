@@ -1,0 +1,247 @@
+package provider
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"github.com/stretchr/testify/require"
+
+	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/durable/history"
+)
+
+// ops renders recorded requests as "Operation", or "Operation:status" for
+// a failure (a failed transactional batch answers 207 Multi-Status).
+func ops(rec []keyedOp) []string {
+	out := make([]string, len(rec))
+	for i, r := range rec {
+		out[i] = string(r.op)
+		if r.status >= 300 || r.status == http.StatusMultiStatus {
+			out[i] += ":" + http.StatusText(r.status)
+		}
+	}
+	return out
+}
+
+// instCacheFixture is an event-driven provider with one instance whose
+// first turn (history: started, two activities scheduled) is committed
+// through it.
+type instCacheFixture struct {
+	p         *Provider
+	container string
+	inst      string
+	took      func() []keyedOp
+	// first are the requests of the first fetch and ack.
+	firstFetch, firstAck []string
+}
+
+func newInstCacheFixture(t *testing.T, cacheSize int) *instCacheFixture {
+	t.Helper()
+	ctx := context.Background()
+	f := &instCacheFixture{container: freshContainer("instcache"), inst: "ic-1"}
+	cfg := eventConfig(f.container)
+	cfg.InstanceCacheSize = cacheSize
+	cfg.joinEagerly = true
+	f.p = openProvider(t, cfg)
+	f.took = middleware.record(f.container, f.inst)
+
+	require.NoError(t, f.p.EnqueueForOrchestrator(ctx, durable.StartOrchestration{Instance: f.inst, Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
+	f.took()
+	item := f.fetch(t)
+	f.firstFetch = ops(f.took())
+	require.Empty(t, item.History)
+	require.NoError(t, f.p.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+		HistoryDelta: []history.Event{ev(f.inst, 1, 1, history.OrchestrationStarted{Name: "O", Version: "1.0.0", Input: "{}"}),
+			ev(f.inst, 1, 2, history.ActivityScheduled{Name: "A", Input: "{}"}),
+			ev(f.inst, 1, 3, history.ActivityScheduled{Name: "B", Input: "{}"})},
+		Metadata: durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+	f.firstAck = ops(f.took())
+	return f
+}
+
+func (f *instCacheFixture) fetch(t *testing.T) *durable.OrchestrationItem {
+	t.Helper()
+	item, err := f.p.FetchOrchestrationItem(context.Background(), lockLong, 5*time.Second, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.Equal(t, f.inst, item.Instance)
+	return item
+}
+
+// nextTurn enqueues the activity's result and fetches the turn it makes,
+// checking that it sees the first turn exactly as committed.
+func (f *instCacheFixture) nextTurn(t *testing.T) *durable.OrchestrationItem {
+	t.Helper()
+	require.NoError(t, f.p.EnqueueForOrchestrator(context.Background(), durable.ActivityCompleted{Instance: f.inst, ExecutionID: 1, ID: 2, Result: "r"}, 0))
+	f.took()
+	item := f.fetch(t)
+	require.Len(t, item.History, 3)
+	require.Equal(t, uint64(3), item.History[2].EventID)
+	require.Equal(t, "O", item.OrchestrationName)
+	require.Len(t, item.Messages, 1)
+	return item
+}
+
+// TestTurnRequests: in event-driven mode a turn's fetch is one query and
+// the lock batch, and its ack the commit batch alone, when this process
+// wrote the instance document last; the seeds' instance read comes back
+// only where nothing is remembered.
+func TestTurnRequests(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name                           string
+		cacheSize                      int
+		nextFetch, firstAck, secondAck []string
+	}{
+		{name: "remembered", cacheSize: 0,
+			nextFetch: []string{"Query", "Batch"}, firstAck: []string{"Batch"}, secondAck: []string{"Batch"}},
+		{name: "nothing remembered", cacheSize: -1,
+			nextFetch: []string{"Query", "Query", "Batch"}, firstAck: []string{"Read", "Batch"}, secondAck: []string{"Read", "Batch"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newInstCacheFixture(t, tc.cacheSize)
+			require.Equal(t, []string{"Query", "Batch"}, f.firstFetch, "a new instance: one query and the lock")
+			require.Equal(t, tc.firstAck, f.firstAck)
+
+			item := f.nextTurn(t)
+			require.Equal(t, tc.nextFetch, ops(f.took()))
+			require.NoError(t, f.p.AckOrchestrationItem(context.Background(), item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+				HistoryDelta: []history.Event{ev(f.inst, 1, 4, history.ActivityCompleted{Result: "r"})},
+				Metadata:     durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+			require.Equal(t, tc.secondAck, ops(f.took()))
+			require.Zero(t, f.p.ev.stats.staleCache.Load())
+
+			info, err := f.p.GetInstanceInfo(context.Background(), f.inst)
+			require.NoError(t, err)
+			require.NotNil(t, info)
+			h, err := f.p.ReadHistory(context.Background(), f.inst)
+			require.NoError(t, err)
+			require.Len(t, h, 4)
+		})
+	}
+}
+
+// TestStaleRememberedDocument: a write of another process to the instance
+// document between two turns makes the remembered document stale; the
+// fetch's lock batch then fails on its ETag, the full read follows at
+// once, and the turn keeps what the other process wrote.
+func TestStaleRememberedDocument(t *testing.T) {
+	t.Parallel()
+	f := newInstCacheFixture(t, 0)
+	raw := rawContainer(t, f.container)
+	var pt azcosmos.PatchOperations
+	pt.AppendSet("/customStatus", "set elsewhere")
+	_, err := raw.PatchItem(context.Background(), azcosmos.NewPartitionKeyString(f.inst), idInstance, pt, nil)
+	require.NoError(t, err)
+
+	item := f.nextTurn(t)
+	require.Equal(t, []string{"Query", "Batch:Multi-Status", "Query", "Query", "Batch"}, ops(f.took()))
+	require.Equal(t, int64(1), f.p.ev.stats.staleCache.Load())
+
+	require.NoError(t, f.p.AckOrchestrationItem(context.Background(), item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+		HistoryDelta: []history.Event{ev(f.inst, 1, 4, history.ActivityCompleted{Result: "r"})},
+		Metadata:     durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+	require.Equal(t, []string{"Batch"}, ops(f.took()))
+	var d instanceDoc
+	found, err := f.p.s.read(context.Background(), f.inst, idInstance, &d)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.NotNil(t, d.CustomStatus)
+	require.Equal(t, "set elsewhere", *d.CustomStatus, "the lock and the commit started from the current document")
+}
+
+// TestStaleHeldDocument: a change to the instance document while a turn
+// holds its lock makes the document the lock batch wrote stale; the ack's
+// commit from it fails on its ETag and the ack commits from a read.
+func TestStaleHeldDocument(t *testing.T) {
+	t.Parallel()
+	f := newInstCacheFixture(t, 0)
+	item := f.nextTurn(t)
+	raw := rawContainer(t, f.container)
+	var pt azcosmos.PatchOperations
+	pt.AppendSet("/updatedAt", 7)
+	_, err := raw.PatchItem(context.Background(), azcosmos.NewPartitionKeyString(f.inst), idInstance, pt, nil)
+	require.NoError(t, err)
+	f.took()
+
+	require.NoError(t, f.p.AckOrchestrationItem(context.Background(), item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+		HistoryDelta: []history.Event{ev(f.inst, 1, 4, history.ActivityCompleted{Result: "r"})},
+		Metadata:     durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+	require.Equal(t, []string{"Batch:Multi-Status", "Read", "Batch"}, ops(f.took()))
+	h, err := f.p.ReadHistory(context.Background(), f.inst)
+	require.NoError(t, err)
+	require.Len(t, h, 4)
+
+	// The lock is gone: a second ack of it fails, remembered or not.
+	err = f.p.AckOrchestrationItem(context.Background(), item.LockToken, durable.OrchestrationTurn{ExecutionID: 1})
+	require.ErrorIs(t, err, durable.ErrPermanent)
+}
+
+// TestInstCacheBounds: the cache keeps at most its size of entries per
+// map, refuses documents it must not lock from, and restores only into
+// free room.
+func TestInstCacheBounds(t *testing.T) {
+	t.Parallel()
+	clean := instanceDoc{ID: idInstance, Type: typeInstance, CurrentExecutionID: 1}
+	for _, tc := range []struct {
+		name string
+		doc  func() instanceDoc
+		etag string
+		size int
+		kept bool
+	}{
+		{"clean", func() instanceDoc { return clean }, "e", 100, true},
+		{"no etag", func() instanceDoc { return clean }, "", 100, false},
+		{"too large", func() instanceDoc { return clean }, "e", maxCachedDocBytes + 1, false},
+		{"locked", func() instanceDoc { d := clean; d.LockToken = "t"; return d }, "e", 100, false},
+		{"pending", func() instanceDoc { d := clean; d.Pending = true; return d }, "e", 100, false},
+		{"deleting", func() instanceDoc { d := clean; d.Deleting = "x"; return d }, "e", 100, false},
+		{"staging", func() instanceDoc { d := clean; d.Staging = "n"; return d }, "e", 100, false},
+		{"publishing", func() instanceDoc { d := clean; d.Publish = &publishRecord{}; return d }, "e", 100, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newInstCache(4)
+			c.put("a", clean, "old", "", 10)
+			c.put("a", tc.doc(), tc.etag, "s", tc.size)
+			e, ok := c.take("a")
+			require.Equal(t, tc.kept, ok)
+			if ok {
+				require.Equal(t, tc.etag, e.doc.ETag)
+				require.Equal(t, "s", e.session)
+				_, again := c.take("a")
+				require.False(t, again, "an entry is taken once")
+			}
+		})
+	}
+
+	c := newInstCache(3)
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		c.put(k, clean, "e", "", 10)
+		c.hold("t"+k, clean, "e", "", 10)
+	}
+	unlocked, locked := c.sizes()
+	require.Equal(t, 3, unlocked)
+	require.Equal(t, 3, locked)
+	e, ok := c.heldDoc("te")
+	require.True(t, ok, "the newest entry is kept")
+	require.Equal(t, "e", e.doc.ETag)
+	c.release("te")
+	_, ok = c.heldDoc("te")
+	require.False(t, ok)
+
+	taken, ok := c.take("e")
+	require.True(t, ok)
+	c.put("f", clean, "e", "", 10)
+	c.restore("e", taken)
+	_, ok = c.take("e")
+	require.False(t, ok, "no room: the restored entry is not kept")
+
+	var none *instCache = newInstCache(-1)
+	none.put("a", clean, "e", "", 10)
+	_, ok = none.take("a")
+	require.False(t, ok, "a disabled cache remembers nothing")
+}
