@@ -17,15 +17,19 @@ import (
 type turnPlan struct {
 	instance string
 	nonce    string
-	inst     instanceDoc  // the instance document to write (lock released)
-	exec     executionDoc // the execution record to upsert (mark advanced)
-	oldMark  uint64
-	history  []historyDoc
-	queue    []queueDoc  // same-partition queue documents
-	intents  []intentDoc // cross-partition effects
-	kv       []batchOp
-	deletes  []string // the turn's locked messages
-	cancel   []durable.ScheduledActivityIdentifier
+	// commit identifies this ack call's commit (the lock nonce and a
+	// random suffix): stored as the instance's lastCommit, it tells a
+	// commit whose answer was lost from another ack of the same lock.
+	commit  string
+	inst    instanceDoc  // the instance document to write (lock released)
+	exec    executionDoc // the execution record to upsert (mark advanced)
+	oldMark uint64
+	history []historyDoc
+	queue   []queueDoc  // same-partition queue documents
+	intents []intentDoc // cross-partition effects
+	kv      []batchOp
+	deletes []string // the turn's locked messages
+	cancel  []durable.ScheduledActivityIdentifier
 	// lockedUntil is the expiry of the lock the turn releases.
 	lockedUntil int64
 }
@@ -57,11 +61,7 @@ func (p *Provider) ack(ctx context.Context, lockToken string, turn durable.Orche
 	if err != nil {
 		return false, err
 	}
-	ifMatch := ""
-	if cached {
-		ifMatch = d.ETag
-	}
-	single := p.singleBatch(plan, ifMatch)
+	single := p.singleBatch(plan, d.ETag)
 	if !fitsOneBatch(single) {
 		if cached {
 			return true, nil
@@ -93,7 +93,8 @@ func (p *Provider) planTurn(ctx context.Context, op string, d *instanceDoc, t pa
 		return nil, durable.Permanent(op, nil, "execution id 0 is invalid")
 	}
 	now := nowMS()
-	plan := &turnPlan{instance: instance, nonce: t.nonce, deletes: d.LockedMsgs, lockedUntil: d.LockedUntil}
+	plan := &turnPlan{instance: instance, nonce: t.nonce, commit: t.nonce + "/" + uuid.NewString(),
+		deletes: d.LockedMsgs, lockedUntil: d.LockedUntil}
 
 	// Execution record: the current one is copied in the instance document.
 	var ex executionDoc
@@ -135,7 +136,7 @@ func (p *Provider) planTurn(ctx context.Context, op string, d *instanceDoc, t pa
 	nd := *d
 	nd.ETag, nd.Pending = "", false
 	nd.LockToken, nd.LockedUntil, nd.LockedMsgs = "", 0, nil
-	nd.LastCommit, nd.UpdatedAt = t.nonce, now
+	nd.LastCommit, nd.UpdatedAt = plan.commit, now
 	if d.Pending || d.CreatedAt == 0 {
 		nd.CreatedAt = now
 	}
@@ -255,11 +256,12 @@ func hasKV(evs []history.Event) bool {
 	return false
 }
 
-// singleBatch lays out a whole turn as one batch, the instance first;
-// with ifMatch (a commit from a remembered document) its replace is
-// conditional on that ETag, so that a stale document fails the commit.
-// Without, the lock was checked by the read just before, and a second ack
-// of the same lock fails on the turn's message deletions.
+// singleBatch lays out a whole turn as one batch, the instance first,
+// replaced If-Match ifMatch (the ETag the lock left): the lock's validity
+// and the commit are one atomic step, nothing written to the instance
+// document since (a deletion's claim, another holder's lock after an
+// expiry) is overwritten, and a commit from a stale remembered document
+// fails instead.
 func (p *Provider) singleBatch(plan *turnPlan, ifMatch string) []batchOp {
 	ops := []batchOp{opReplace(idInstance, plan.inst, ifMatch)}
 	ops = append(ops, opUpsert(plan.exec))
@@ -288,7 +290,7 @@ func (p *Provider) commitFailure(ctx context.Context, op string, plan *turnPlan,
 		switch {
 		case be.index == 0 && (be.status == http.StatusPreconditionFailed || be.status == http.StatusNotFound):
 			d, rerr := p.readInstance(ctx, plan.instance)
-			if rerr == nil && d != nil && d.LastCommit == plan.nonce {
+			if rerr == nil && d != nil && d.LastCommit == plan.commit {
 				return nil
 			}
 			return durable.Permanent(op, err, "lock on instance %q was lost before the commit", plan.instance)

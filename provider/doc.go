@@ -77,11 +77,13 @@
 //
 // # Ack
 //
-// Read the instance document; the lock must be ours and unexpired. One
+// Read the instance document (event-driven mode: unless the lock batch's
+// own result is remembered); the lock must be ours and unexpired. One
 // transactional batch: replace the instance document If-Match (proves the
 // lock, releases it, stores metadata, current execution, custom status and
-// version from the last CustomStatusUpdated, lastCommit=nonce), upsert the
-// execution record (mark advanced), delete the locked messages, create the
+// version from the last CustomStatusUpdated, lastCommit = the lock nonce
+// and a per-call suffix), upsert the execution record (mark advanced),
+// delete the locked messages, create the
 // history documents (a duplicate event id fails the batch: permanent, and
 // nothing is applied), create same-partition queue documents (TimerFired
 // visible at FireAtMS), create outbox intents, write KV (computed from the
@@ -89,7 +91,8 @@
 // also listed in CancelledActivities are never created; other cancelled
 // activities are deleted best-effort after the commit (404 ignored). An
 // ack never reads existing history. If the batch's answer is lost and the
-// retry meets 412, lastCommit tells whether this turn committed.
+// retry meets 412, lastCommit tells whether this turn committed; a second
+// ack of the same lock meets 412 and a lastCommit not its own.
 //
 // # Large turns (over 100 operations or ~1.8 MB)
 //
@@ -224,6 +227,25 @@
 // replicas try it; a fetch that loses the lock race for an instance
 // signals it again at once (the winner's turn need not hold the message
 // its wakeup was for).
+//
+// Reading for the lock (event-driven mode): the polling mode's point read
+// of the instance document is gone. The provider remembers (instCache,
+// Config.InstanceCacheSize entries of at most 4 KiB) the unlocked
+// instance document each of its acks and abandons wrote, and the locked
+// document each of its lock batches and renewals wrote, each with the
+// write's ETag and session token. A fetch of a remembered instance runs
+// the turn-input query alone, carrying that session token (on an account
+// with session consistency it then reads at least what the write left),
+// and its lock batch replaces the instance document If-Match the
+// remembered ETag; an ack commits from its lock's remembered document,
+// If-Match likewise. Otherwise the first query also returns the instance
+// document: with no committed turn (a new instance) nothing else is read;
+// with one, the turn-input query follows with the first query's session
+// token, so history and KV are read after the document the lock is
+// conditional on. A stale remembered document fails its batch (412) and
+// the read path runs at once: a turn is 3 requests (query, lock, commit)
+// where the polling mode needs 5 beside its candidate query.
+//
 // The first fetch of a session waits (at most 3 s) until the replica owns
 // its share and has run the catch-up, so a zero poll timeout still sees
 // queued work.

@@ -45,8 +45,10 @@ type instanceDoc struct {
 	LockToken   string   `json:"lockToken,omitempty"`
 	LockedUntil int64    `json:"lockedUntil"`
 	LockedMsgs  []string `json:"lockedMsgs,omitempty"`
-	// LastCommit is the lock nonce of the last committed turn, so an ack
-	// whose batch outcome was lost in transit can tell it committed.
+	// LastCommit identifies the last committed turn's ack (its lock
+	// nonce and a per-call suffix), so an ack whose batch outcome was lost
+	// in transit can tell it committed, and another ack of the same lock
+	// cannot mistake that commit for its own.
 	LastCommit string `json:"lastCommit,omitempty"`
 
 	// Staging is the lock nonce of a large turn whose overflow is being
