@@ -43,10 +43,11 @@
 //     value can be negative by up to one write round trip.
 //
 // Percentiles are nearest-rank (Percentile): with fewer than 100 samples
-// the p99 is the maximum. Run schedules event-driven latency scenarios one
-// at a time (each capped at 25 s, so a slow one reports fewer samples:
-// millisecond figures suffer from CPU contention on small machines), the
-// polling ones alongside, and the idle scenarios afterwards, all at once.
+// the p99 is the maximum (hence 100 samples by default). Run schedules the
+// polling latency scenarios first, all at once, then the event-driven ones
+// one at a time (each capped at 60 s, so a slow one reports fewer
+// samples), since millisecond figures suffer from CPU contention on small
+// machines, and the idle scenarios afterwards, all at once.
 //
 // Idle scenarios open 1 or 3 replicas (providers with default settings) on
 // one container, each running one orchestration and one worker dispatcher

@@ -85,6 +85,64 @@ func BenchmarkOperationCost(b *testing.B) {
 	})
 }
 
+// BenchmarkTurnCostEventDriven reports Cosmos DB requests and simulated
+// request units of an orchestration turn in event-driven mode, counted on
+// the instance's own partition (the engine's feed reads and lease writes
+// are not part of a turn): the first turn of a new instance (fetch: one
+// query and the lock batch; ack: the commit batch), and the next turn of
+// that instance, woken by its activity's result, from the instance
+// document the first ack left (the same three requests).
+//
+//	go test -run '^$' -bench TurnCostEventDriven -benchtime 100x ./provider/
+func BenchmarkTurnCostEventDriven(b *testing.B) {
+	ctx := context.Background()
+	container := freshContainer("bench-turn-ed")
+	cfg := eventConfig(container)
+	cfg.joinEagerly = true
+	p := openProvider(b, cfg)
+	turn := func(b *testing.B, inst string, took func() []keyedOp, delta []history.Event, work []durable.WorkItem) (int, float64) {
+		item, err := p.FetchOrchestrationItem(ctx, lockLong, 5*time.Second, nil)
+		if err != nil || item == nil || item.Instance != inst {
+			b.Fatal("fetch", err)
+		}
+		err = p.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1, HistoryDelta: delta, WorkerItems: work,
+			Metadata: durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}})
+		if err != nil {
+			b.Fatal("ack", err)
+		}
+		var charge float64
+		rec := took()
+		for _, r := range rec {
+			charge += r.charge
+		}
+		return len(rec), charge
+	}
+	var firstReqs, nextReqs int
+	var firstRU, nextRU float64
+	for i := 0; i < b.N; i++ {
+		inst := fmt.Sprint("t", i)
+		took := middleware.record(container, inst)
+		if err := p.EnqueueForOrchestrator(ctx, durable.StartOrchestration{Instance: inst, Orchestration: "O", Input: "{}", ExecutionID: 1}, 0); err != nil {
+			b.Fatal(err)
+		}
+		took()
+		n, c := turn(b, inst, took, []history.Event{ev(inst, 1, 1, history.OrchestrationStarted{Name: "O", Version: "1.0.0", Input: "{}"}),
+			ev(inst, 1, 2, history.ActivityScheduled{Name: "A", Input: "{}"})},
+			[]durable.WorkItem{durable.ActivityExecute{Instance: inst, ExecutionID: 1, ID: 2, Name: "A", Input: "{}"}})
+		firstReqs, firstRU = firstReqs+n, firstRU+c
+		if err := p.EnqueueForOrchestrator(ctx, durable.ActivityCompleted{Instance: inst, ExecutionID: 1, ID: 2, Result: "r"}, 0); err != nil {
+			b.Fatal(err)
+		}
+		took()
+		n, c = turn(b, inst, took, []history.Event{ev(inst, 1, 3, history.ActivityCompleted{Result: "r"})}, nil)
+		nextReqs, nextRU = nextReqs+n, nextRU+c
+	}
+	b.ReportMetric(float64(firstReqs)/float64(b.N), "first-turn-requests/op")
+	b.ReportMetric(firstRU/float64(b.N), "first-turn-RU/op")
+	b.ReportMetric(float64(nextReqs)/float64(b.N), "next-turn-requests/op")
+	b.ReportMetric(nextRU/float64(b.N), "next-turn-RU/op")
+}
+
 // BenchmarkIdleReplicaCost reports the simulated request units per second
 // of one idle replica with default settings, running one orchestration and
 // one worker dispatcher loop as the runtime does (polling: a fetch, then

@@ -24,6 +24,7 @@ type faultInjector struct {
 type keyedOp struct {
 	op     cosmosemu.OperationType
 	status int
+	charge float64
 }
 
 // faultRule fails the nth (1-based) matching request of a container.
@@ -70,7 +71,7 @@ func (f *faultInjector) middleware(next cosmosemu.Handler) cosmosemu.Handler {
 				c.charge += resp.RequestCharge
 			}
 			if log := f.keyed[req.Container+"/"+req.HTTP.Header.Get("x-ms-documentdb-partitionkey")]; log != nil {
-				*log = append(*log, keyedOp{op: req.Operation, status: resp.Status})
+				*log = append(*log, keyedOp{op: req.Operation, status: resp.Status, charge: resp.RequestCharge})
 			}
 			f.mu.Unlock()
 		}

@@ -161,7 +161,6 @@ func (p *Provider) lockInstanceEx(ctx context.Context, instance string, lockTime
 // A remembered document that turns out stale fails the lock batch; the
 // third way then runs at once.
 func (p *Provider) lockInstanceBody(ctx context.Context, instance string, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, lockState, error) {
-	const op = "fetch_orchestration_item"
 	if p.ic != nil {
 		if c, ok := p.ic.take(instance); ok {
 			item, st, wrote, err := p.lockTurn(ctx, instance, &c, lockTimeout, filter)
