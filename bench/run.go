@@ -244,9 +244,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// scenarios (dominated by the 1 s interval) all run at once, first;
 	// event-driven scenarios measure milliseconds and are sensitive to CPU
 	// contention (on 2 CPUs, twelve scenarios at once doubled the
-	// same-replica p99; eight polling scenarios alongside put a tail of
-	// 35–90 ms on the first event-driven ones only), so they run after
-	// them, at most cfg.Parallel at once.
+	// same-replica p99; with the eight polling scenarios alongside, the
+	// cross-process one at 2 ms had samples of 36–89 ms, at most 31 ms
+	// alone), so they run after them, at most cfg.Parallel at once.
 	var edJobs, pollJobs []func()
 	for _, c := range cfg.Cases {
 		for _, m := range modes {

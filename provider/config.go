@@ -154,10 +154,12 @@ type Config struct {
 	// deletions (default 60 s).
 	SafetySweepInterval time.Duration
 	// InstanceCacheSize bounds the instance documents an event-driven
-	// provider remembers from its own acks and abandons (default 4096;
-	// negative: none). A fetch of a remembered instance skips the read of
-	// its instance document: its lock is conditional on the remembered
-	// ETag, and a stale entry costs one failed lock batch before the full
+	// provider remembers from its own writes (default 4096 unlocked ones,
+	// from acks and abandons, and as many locked ones, from lock batches
+	// and renewals; at most 4 KiB each; negative: none). A fetch of a
+	// remembered instance skips the read of its instance document, and so
+	// does the ack of a remembered lock: each write is conditional on the
+	// remembered ETag, and a stale entry costs one failed batch before the
 	// read.
 	InstanceCacheSize int
 

@@ -37,8 +37,8 @@ type cachedInst struct {
 	session string      // session token of the write that produced it
 }
 
-// newInstCache returns a cache of at most max entries; nil (every method
-// a no-op) when max is not positive.
+// newInstCache returns a cache of at most max entries in each of its two
+// maps; nil (every method a no-op) when max is not positive.
 func newInstCache(max int) *instCache {
 	if max <= 0 {
 		return nil
@@ -68,19 +68,18 @@ func (c *instCache) put(instance string, d instanceDoc, etag, session string, si
 	d.ETag = etag
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.m[instance] = makeRoom(c.m, instance, c.max, cachedInst{doc: d, session: session})
+	makeRoom(c.m, instance, c.max)
+	c.m[instance] = cachedInst{doc: d, session: session}
 }
 
-// makeRoom evicts an arbitrary entry of m when key is new and m is full,
-// and returns e.
-func makeRoom(m map[string]cachedInst, key string, max int, e cachedInst) cachedInst {
+// makeRoom evicts an arbitrary entry of m when key is new and m is full.
+func makeRoom(m map[string]cachedInst, key string, max int) {
 	if _, ok := m[key]; !ok && len(m) >= max {
 		for k := range m {
 			delete(m, k)
 			break
 		}
 	}
-	return e
 }
 
 // hold remembers d, the document a lock batch (or a renewal) wrote with
@@ -97,7 +96,8 @@ func (c *instCache) hold(token string, d instanceDoc, etag, session string, size
 	d.ETag = etag
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.held[token] = makeRoom(c.held, token, c.max, cachedInst{doc: d, session: session})
+	makeRoom(c.held, token, c.max)
+	c.held[token] = cachedInst{doc: d, session: session}
 }
 
 // heldDoc returns the document remembered for token.
