@@ -53,11 +53,16 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, t
 // than one batch, and the caller tries again from a read.
 func (p *Provider) ack(ctx context.Context, lockToken string, turn durable.OrchestrationTurn, useHeld bool) (stale bool, _ error) {
 	const op = "ack_orchestration_item"
-	d, t, cached, err := p.heldLock(ctx, op, lockToken, true, useHeld)
+	d, t, held, err := p.heldLock(ctx, op, lockToken, true, useHeld)
 	if err != nil {
 		return false, err
 	}
-	plan, err := p.planTurn(ctx, op, d, t, turn)
+	cached := held != nil
+	var kv *[]kvDoc
+	if cached && held.kvKnown {
+		kv = &held.kv
+	}
+	plan, err := p.planTurn(ctx, op, d, t, turn, kv)
 	if err != nil {
 		return false, err
 	}
@@ -87,7 +92,10 @@ func (p *Provider) ack(ctx context.Context, lockToken string, turn durable.Orche
 }
 
 // planTurn validates the turn and computes every document it writes.
-func (p *Provider) planTurn(ctx context.Context, op string, d *instanceDoc, t parsedToken, turn durable.OrchestrationTurn) (*turnPlan, error) {
+// kv, when not nil, is the instance's KV documents as the fetch read them
+// under the lock the commit is conditional on; otherwise they are read
+// when the turn needs them.
+func (p *Provider) planTurn(ctx context.Context, op string, d *instanceDoc, t parsedToken, turn durable.OrchestrationTurn, kv *[]kvDoc) (*turnPlan, error) {
 	instance := t.instance
 	if turn.ExecutionID == 0 {
 		return nil, durable.Permanent(op, nil, "execution id 0 is invalid")
@@ -237,8 +245,10 @@ func (p *Provider) planTurn(ctx context.Context, op string, d *instanceDoc, t pa
 	// An execution that ends merges its writes into the snapshot.
 	ends := md.Status.IsTerminal()
 	if hasKV(turn.HistoryDelta) || ends {
-		cur, err := p.readKV(ctx, instance)
-		if err != nil {
+		var cur []kvDoc
+		if kv != nil {
+			cur = *kv
+		} else if cur, err = p.readKV(ctx, instance); err != nil {
 			return nil, mapErr(op, err)
 		}
 		plan.kv = kvOps(instance, turn.ExecutionID, cur, turn.HistoryDelta, ends)

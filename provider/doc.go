@@ -87,7 +87,10 @@
 // history documents (a duplicate event id fails the batch: permanent, and
 // nothing is applied), create same-partition queue documents (TimerFired
 // visible at FireAtMS), create outbox intents, write KV (computed from the
-// delta's KV events applied to the current KV documents). Worker items
+// delta's KV events applied to the current KV documents; in event-driven
+// mode, committing from the lock's remembered document, those the fetch
+// read: only a commit changes them, and this one is conditional on the
+// lock's ETag). Worker items
 // also listed in CancelledActivities are never created; other cancelled
 // activities are deleted best-effort after the commit (404 ignored). An
 // ack never reads existing history. If the batch's answer is lost and the

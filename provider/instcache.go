@@ -35,6 +35,11 @@ type instCache struct {
 type cachedInst struct {
 	doc     instanceDoc // ETag set; unlocked, committed, not being deleted
 	session string      // session token of the write that produced it
+	// kv (locked documents only) are the instance's KV documents as the
+	// fetch read them, when kvKnown: KV changes only with a commit, so
+	// they hold until the one conditional on doc's ETag.
+	kv      []kvDoc
+	kvKnown bool
 }
 
 // newInstCache returns a cache of at most max entries in each of its two
@@ -83,9 +88,11 @@ func makeRoom(m map[string]cachedInst, key string, max int) {
 }
 
 // hold remembers d, the document a lock batch (or a renewal) wrote with
-// etag and session under token; a document too large or without an ETag
-// forgets the token instead.
-func (c *instCache) hold(token string, d instanceDoc, etag, session string, size int) {
+// etag and session under token, and, when kvKnown, kv: the instance's KV
+// documents read with the turn (forgotten when they take more than
+// maxCachedDocBytes). A document too large or without an ETag forgets the
+// token instead.
+func (c *instCache) hold(token string, d instanceDoc, etag, session string, size int, kv []kvDoc, kvKnown bool) {
 	if c == nil {
 		return
 	}
@@ -94,10 +101,20 @@ func (c *instCache) hold(token string, d instanceDoc, etag, session string, size
 		return
 	}
 	d.ETag = etag
+	n := 0
+	for _, k := range kv {
+		n += len(k.Key) + len(k.Value) + 128
+		if k.Delta != nil {
+			n += len(k.Delta.Value)
+		}
+	}
+	if !kvKnown || n > maxCachedDocBytes {
+		kv, kvKnown = nil, false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	makeRoom(c.held, token, c.max)
-	c.held[token] = cachedInst{doc: d, session: session}
+	c.held[token] = cachedInst{doc: d, session: session, kv: kv, kvKnown: kvKnown}
 }
 
 // heldDoc returns the document remembered for token.

@@ -92,14 +92,19 @@ func (f *instCacheFixture) nextTurn(t *testing.T) *durable.OrchestrationItem {
 func TestTurnRequests(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name                           string
-		cacheSize                      int
-		nextFetch, firstAck, secondAck []string
+		name                string
+		cacheSize           int
+		nextFetch, firstAck []string
+		// secondAck writes a KV entry and lastAck completes the
+		// orchestration (merging it), so both need the KV documents.
+		secondAck, lastAck []string
 	}{
 		{name: "remembered", cacheSize: 0,
-			nextFetch: []string{"Query", "Batch"}, firstAck: []string{"Batch"}, secondAck: []string{"Batch"}},
+			nextFetch: []string{"Query", "Batch"}, firstAck: []string{"Batch"}, secondAck: []string{"Batch"},
+			lastAck: []string{"Batch"}},
 		{name: "nothing remembered", cacheSize: -1,
-			nextFetch: []string{"Query", "Query", "Batch"}, firstAck: []string{"Read", "Batch"}, secondAck: []string{"Read", "Batch"}},
+			nextFetch: []string{"Query", "Query", "Batch"}, firstAck: []string{"Read", "Batch"}, secondAck: []string{"Read", "Query", "Batch"},
+			lastAck: []string{"Read", "Query", "Batch"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -110,17 +115,42 @@ func TestTurnRequests(t *testing.T) {
 			item := f.nextTurn(t)
 			require.Equal(t, tc.nextFetch, ops(f.took()))
 			require.NoError(t, f.p.AckOrchestrationItem(context.Background(), item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
-				HistoryDelta: []history.Event{ev(f.inst, 1, 4, history.ActivityCompleted{Result: "r"})},
-				Metadata:     durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+				HistoryDelta: []history.Event{ev(f.inst, 1, 4, history.ActivityCompleted{Result: "r"}),
+					ev(f.inst, 1, 5, history.KeyValueSet{Key: "k", Value: "v", LastUpdatedAtMS: 1})},
+				Metadata: durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
 			require.Equal(t, tc.secondAck, ops(f.took()))
+
+			ctx := context.Background()
+			require.NoError(t, f.p.EnqueueForOrchestrator(ctx, durable.ActivityCompleted{Instance: f.inst, ExecutionID: 1, ID: 3, Result: "r"}, 0))
+			f.took()
+			item = f.fetch(t)
+			require.Len(t, item.History, 5)
+			require.Empty(t, item.KVSnapshot, "the current execution's writes are not in the snapshot")
+			require.Equal(t, tc.nextFetch, ops(f.took()))
+			out := `"done"`
+			require.NoError(t, f.p.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+				HistoryDelta: []history.Event{ev(f.inst, 1, 6, history.ActivityCompleted{Result: "r"}),
+					ev(f.inst, 1, 7, history.OrchestrationCompleted{Output: out})},
+				Metadata: durable.ExecutionMetadata{Status: durable.StatusCompleted, Output: &out, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+			require.Equal(t, tc.lastAck, ops(f.took()))
 			require.Zero(t, f.p.ev.stats.staleCache.Load())
 
-			info, err := f.p.GetInstanceInfo(context.Background(), f.inst)
+			v, ok, err := f.p.GetKVValue(ctx, f.inst, "k")
 			require.NoError(t, err)
-			require.NotNil(t, info)
-			h, err := f.p.ReadHistory(context.Background(), f.inst)
+			require.True(t, ok)
+			require.Equal(t, "v", v)
+			var kd kvDoc
+			found, err := f.p.s.read(ctx, f.inst, kvID("k"), &kd)
 			require.NoError(t, err)
-			require.Len(t, h, 4)
+			require.True(t, found)
+			require.True(t, kd.Has, "the completion merged the execution's write into the snapshot")
+			require.Nil(t, kd.Delta)
+			info, err := f.p.GetInstanceInfo(ctx, f.inst)
+			require.NoError(t, err)
+			require.Equal(t, durable.StatusCompleted, info.Status)
+			h, err := f.p.ReadHistory(ctx, f.inst)
+			require.NoError(t, err)
+			require.Len(t, h, 7)
 		})
 	}
 }
@@ -221,7 +251,7 @@ func TestInstCacheBounds(t *testing.T) {
 	c := newInstCache(3)
 	for _, k := range []string{"a", "b", "c", "d", "e"} {
 		c.put(k, clean, "e", "", 10)
-		c.hold("t"+k, clean, "e", "", 10)
+		c.hold("t"+k, clean, "e", "", 10, nil, true)
 	}
 	unlocked, locked := c.sizes()
 	require.Equal(t, 3, unlocked)
@@ -232,6 +262,23 @@ func TestInstCacheBounds(t *testing.T) {
 	c.release("te")
 	_, ok = c.heldDoc("te")
 	require.False(t, ok)
+
+	big := []kvDoc{{Key: "k", Value: string(make([]byte, maxCachedDocBytes))}}
+	for _, tc := range []struct {
+		kv    []kvDoc
+		known bool
+		want  bool
+	}{{nil, true, true}, {[]kvDoc{{Key: "k", Value: "v"}}, true, true}, {big, true, false}, {nil, false, false}} {
+		c.hold("kv", clean, "e", "", 10, tc.kv, tc.known)
+		e, ok := c.heldDoc("kv")
+		require.True(t, ok)
+		require.Equal(t, tc.want, e.kvKnown)
+		if tc.want {
+			require.Equal(t, tc.kv, e.kv)
+		} else {
+			require.Nil(t, e.kv)
+		}
+	}
 
 	taken, ok := c.take("e")
 	require.True(t, ok)

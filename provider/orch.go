@@ -344,7 +344,7 @@ func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst,
 		}
 		return nil, none, true, mapErr(op, err)
 	}
-	p.ic.hold(token, nd, res.etags[0], res.session, len(instOp.body))
+	p.ic.hold(token, nd, res.etags[0], res.session, len(instOp.body), view.kv, true)
 
 	item := &durable.OrchestrationItem{Instance: instance, LockToken: token, KVSnapshot: map[string]durable.KVEntry{}}
 	for _, m := range keep {
@@ -457,25 +457,25 @@ func (p *Provider) queryTurn(ctx context.Context, instance string, exec uint64, 
 // heldLock reads the instance of an orchestration lock token and checks the
 // lock: it must be the instance's current lock and, when live, unexpired.
 // With useHeld it takes the document the lock batch wrote, when this
-// process remembers it (instCache), instead of reading it; cached says so:
-// a write from it must then be conditional on its ETag.
-func (p *Provider) heldLock(ctx context.Context, op, token string, live, useHeld bool) (d *instanceDoc, t parsedToken, cached bool, err error) {
+// process remembers it (instCache), instead of reading it; held is then
+// that entry, and a write from it must be conditional on its ETag.
+func (p *Provider) heldLock(ctx context.Context, op, token string, live, useHeld bool) (d *instanceDoc, t parsedToken, held *cachedInst, err error) {
 	t, ok := parseToken(token)
 	if !ok || t.kind != tokenOrch {
-		return nil, t, false, durable.Permanent(op, nil, "unknown lock token")
+		return nil, t, nil, durable.Permanent(op, nil, "unknown lock token")
 	}
 	if e, ok := p.ic.heldDoc(token); ok && useHeld {
-		d, cached = &e.doc, true
+		d, held = &e.doc, &e
 	} else if d, err = p.readInstance(ctx, t.instance); err != nil {
-		return nil, t, false, mapErr(op, err)
+		return nil, t, nil, mapErr(op, err)
 	}
 	if d == nil || d.LockToken != token || d.Deleting != "" {
-		return nil, t, cached, durable.Permanent(op, nil, "lock token is not held on instance %q", t.instance)
+		return nil, t, held, durable.Permanent(op, nil, "lock token is not held on instance %q", t.instance)
 	}
 	if live && d.LockedUntil <= nowMS() {
-		return nil, t, cached, durable.Permanent(op, nil, "lock on instance %q has expired", t.instance)
+		return nil, t, held, durable.Permanent(op, nil, "lock on instance %q has expired", t.instance)
 	}
-	return d, t, cached, nil
+	return d, t, held, nil
 }
 
 // AbandonOrchestrationItem implements durable.Provider.
@@ -554,6 +554,7 @@ func (p *Provider) RenewOrchestrationItemLock(ctx context.Context, lockToken str
 		}
 		return mapErr(op, err)
 	}
-	p.ic.hold(lockToken, nd, res.etags[0], res.session, len(ops[0].body))
+	e, _ := p.ic.heldDoc(lockToken) // a renewal leaves KV as the fetch read it
+	p.ic.hold(lockToken, nd, res.etags[0], res.session, len(ops[0].body), e.kv, e.kvKnown)
 	return nil
 }
