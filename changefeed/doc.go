@@ -72,7 +72,10 @@
 // Lease sources may split and merge leases: a continuation is clamped to
 // the lease's range, so both halves of a split lease can start from the
 // parent's continuation; parts of a range that a continuation does not
-// cover start as Options.StartFrom says.
+// cover start as Options.StartFrom says. With StartFromNow, "now" is fixed
+// by the reader's first read, which may come well after the lease was
+// acquired; Options.OnPositioned reports when it has, so that an
+// application can cover what was written before with a query of its own.
 //
 // # Polling
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -260,4 +261,36 @@ func TestLocalLeaseAndStaticSource(t *testing.T) {
 	l.Release()
 	require.ErrorIs(t, l.Checkpoint(context.Background(), "x"), changefeed.ErrLeaseLost)
 	<-l.Done()
+}
+
+// TestOnPositioned: OnPositioned is called once per reader, after its
+// first read has fixed StartFromNow's "now"; every write after the call
+// is delivered.
+func TestOnPositioned(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	keys := keysIn(t, "op", changefeed.FullRange, 8)
+	var mu sync.Mutex
+	var calls []string
+	positioned := make(chan struct{})
+	rec := newRecorder()
+	p, err := changefeed.New(e.c, newMemSource(newMemStore().lease("all", changefeed.FullRange)), rec.handle,
+		changefeed.Options{StartFrom: changefeed.StartFromNow(), ActiveDelay: 5 * time.Millisecond, IdleCeiling: 20 * time.Millisecond,
+			OnPositioned: func(id string) {
+				mu.Lock()
+				calls = append(calls, id)
+				if len(calls) == 1 {
+					close(positioned)
+				}
+				mu.Unlock()
+			}})
+	require.NoError(t, err)
+	run(t, p)
+	<-positioned
+	e.writeAll(t, keys, 0, 3)
+	rec.waitAll(t, keys, 3)
+	requireExactlyInOrder(t, rec.snapshot(), keys, 3)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"all"}, calls, "once per reader, with its lease's ID")
 }

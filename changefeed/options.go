@@ -109,6 +109,16 @@ type Options struct {
 	// StartFrom says where a lease that was never checkpointed starts.
 	// The zero value is StartFromBeginning.
 	StartFrom StartFrom
+	// OnPositioned, when set, is called once per reader (with its lease's
+	// ID) as soon as the reader holds a position for its whole range:
+	// every change made after the call returns is delivered by this
+	// reader or a later owner of the lease. With StartFromNow that is
+	// after the reader's first read of each physical partition (the read
+	// fixes "now"), so a query issued after the call covers whatever was
+	// written before the feed's starting point, with no gap however late
+	// that first read comes; with a checkpoint or another StartFrom, at
+	// once. It runs on the reader's goroutine and must not block.
+	OnPositioned func(leaseID string)
 	// RetryInitial is the first pause before retrying a failed read,
 	// handler call or checkpoint. Zero means DefaultRetryInitial.
 	RetryInitial time.Duration

@@ -45,6 +45,7 @@ type reader struct {
 	lastCp      time.Time
 	lastDocs    time.Time // when the reader last found changes
 	lastCycle   time.Time // when the previous cycle began
+	positioned  bool      // Options.OnPositioned was called
 
 	// pausing is the pause (ns) the reader is in or about to take, zero
 	// while it reads; restart asks it to back off afresh, and restarted
@@ -144,6 +145,7 @@ func (r *reader) loop(ctx context.Context) (err error) {
 	empty := 0
 	deep := r.p.deepIdle()
 	for {
+		r.notePositioned()
 		r.pausing.Store(int64(delay))
 		woken, err := r.pause(ctx, delay, idle)
 		r.pausing.Store(0)
@@ -184,6 +186,22 @@ func (r *reader) loop(ctx context.Context) (err error) {
 			began = res.skippedAt
 		}
 		delay = max(0, delay-o.Clock.Now().Sub(began))
+	}
+}
+
+// notePositioned calls Options.OnPositioned once no position of the
+// reader still waits for its first read to fix "now".
+func (r *reader) notePositioned() {
+	f := r.p.opts.OnPositioned
+	if r.positioned || f == nil {
+		return
+	}
+	r.mu.Lock()
+	pending := slices.ContainsFunc(r.pos, func(p position) bool { return p.etag == "*" })
+	r.mu.Unlock()
+	if !pending {
+		r.positioned = true
+		f(r.id)
 	}
 }
 

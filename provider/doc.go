@@ -257,9 +257,12 @@
 // acquired together, one cross-partition query) signals every queue
 // document of those slots, including future and locked ones (the
 // SignalScan of each slot, coalesced into one query); a lease never read
-// before is caught up again after a second, covering the instant before
-// its reader's first read. On a lease lost, its slots are dropped from the
-// hubs.
+// before is caught up again once its reader's first read has fixed the
+// feed's starting point (changefeed Options.OnPositioned), covering the
+// writes in between however late that read comes (a fixed one-second
+// timer did this before and, under load, left such writes to the safety
+// sweep: TestLateFirstFeedReadLosesNothing). On a lease lost, its slots
+// are dropped from the hubs.
 //
 // Safety sweep (every SafetySweepInterval, default 60 s, jittered): one
 // cross-partition query for visible unlocked queue documents of owned

@@ -91,6 +91,10 @@ type session struct {
 	hintKick  chan struct{}
 	mu        sync.Mutex
 	catchup   wakeup.Set // owned slots awaiting their catch-up query
+	// unpinned are the slots of leases acquired without a continuation,
+	// by lease ID, until their reader has fixed its starting point
+	// (changefeed Options.OnPositioned): they are caught up again then.
+	unpinned map[string]wakeup.Set
 
 	// ready is closed once the replica owns its share of the leases and
 	// has caught up on their backlog (or after readyWait): the first fetch
@@ -270,7 +274,8 @@ func (e *engine) joined() <-chan struct{} {
 }
 
 func (e *engine) startSession() (*session, error) {
-	s := &session{catchKick: make(chan struct{}, 1), hintKick: make(chan struct{}, 1), ready: make(chan struct{})}
+	s := &session{catchKick: make(chan struct{}, 1), hintKick: make(chan struct{}, 1), ready: make(chan struct{}),
+		unpinned: map[string]wakeup.Set{}}
 	s.owned.Store(&wakeup.Set{})
 	so := leasestore.Options{
 		ReplicaID:         e.cfg.ReplicaID,
@@ -294,6 +299,7 @@ func (e *engine) startSession() (*session, error) {
 		IdleCeiling:        max(e.cfg.FeedIdleCeiling, e.cfg.FeedActiveDelay),
 		WarmHold:           e.cfg.FeedWarmHold,
 		StartFrom:          changefeed.StartFromNow(),
+		OnPositioned:       func(id string) { e.onPositioned(s, id) },
 		Filter:             relevantDoc,
 		CheckpointInterval: checkpointInterval,
 		Logger:             e.log,
@@ -440,24 +446,24 @@ func (e *engine) onLeaseChange(s *session, ev leasestore.Event) {
 		s.owned.Store(&next)
 		s.mu.Lock()
 		s.catchup = s.catchup.Union(slots)
+		if ev.Lease.Continuation == "" {
+			// A lease never read before starts at "now", which its reader
+			// fixes with its first read, however late that comes: the
+			// changes between this catch-up and that read are caught up
+			// once it is done (onPositioned).
+			s.unpinned[ev.Lease.ID] = slots
+		}
 		s.mu.Unlock()
 		signalCh(s.catchKick)
-		if ev.Lease.Continuation == "" {
-			// A lease never read before starts at "now": cover the instant
-			// between the catch-up query and the reader's first read.
-			time.AfterFunc(time.Second, func() {
-				s.mu.Lock()
-				s.catchup = s.catchup.Union(slots.Intersect(*s.owned.Load()))
-				s.mu.Unlock()
-				signalCh(s.catchKick)
-			})
-		}
 	case leasestore.EventLost:
 		next := cur
 		for sl := range slots.All() {
 			next.Remove(sl)
 		}
 		s.owned.Store(&next)
+		s.mu.Lock()
+		delete(s.unpinned, ev.Lease.ID)
+		s.mu.Unlock()
 		if e.sess.Load() != s {
 			return // a session being left: leave drops everything
 		}
@@ -779,6 +785,22 @@ func (e *engine) catchUp(ctx context.Context, slots wakeup.Set) error {
 func (e *engine) kickHint() {
 	if s := e.sess.Load(); s != nil {
 		signalCh(s.hintKick)
+	}
+}
+
+// onPositioned is the processor's OnPositioned: the reader of a lease has
+// fixed its starting point, so a catch-up of the lease's slots now covers
+// everything written before it.
+func (e *engine) onPositioned(s *session, leaseID string) {
+	s.mu.Lock()
+	slots, ok := s.unpinned[leaseID]
+	delete(s.unpinned, leaseID)
+	if ok {
+		s.catchup = s.catchup.Union(slots.Intersect(*s.owned.Load()))
+	}
+	s.mu.Unlock()
+	if ok {
+		signalCh(s.catchKick)
 	}
 }
 

@@ -764,3 +764,33 @@ func TestPinnedInstanceRunsOnCompatibleReplica(t *testing.T) {
 		require.Equal(t, "new", ranOn[id], "%s runs on the replica that accepts 2.x (owner old: %v)", id, old.p.ev.isOwned(slotOf(id)))
 	}
 }
+
+// TestLateFirstFeedReadLosesNothing: a lease acquired without a
+// continuation starts its feed where its reader's first read fixes "now".
+// A write landing between the acquisition's catch-up query and that read,
+// however late the read comes, must be found by the catch-up that follows
+// it. (A timer one second after the acquisition used to stand in for that
+// catch-up; under load a write after it waited for the safety sweep.)
+func TestLateFirstFeedReadLosesNothing(t *testing.T) {
+	t.Parallel()
+	container := freshContainer("latepin")
+	client := openProvider(t, testConfig(container)) // polling: never joins, never signals the replica
+	// Every lease reader's first read (8 leases, each within one of the 4
+	// partitions) takes 4 s.
+	middleware.slowFeedReads(container, 8, 4*time.Second)
+	cfg := eventConfig(container)
+	cfg.SafetySweepInterval = time.Hour
+	cfg.joinEagerly = true
+	p := openProvider(t, cfg)
+	require.Equal(t, SlotCount, ownedCount(p), "New joined and owns every slot")
+
+	// Past the old timer's catch-up, before any reader has read.
+	time.Sleep(1500 * time.Millisecond)
+	ctx := context.Background()
+	require.NoError(t, client.EnqueueForOrchestrator(ctx, durable.StartOrchestration{Instance: "late-1", Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
+
+	item, err := p.FetchOrchestrationItem(ctx, lockLong, 15*time.Second, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item, "the write before the feed's starting point was caught up")
+	require.Equal(t, "late-1", item.Instance)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/durafeed/durafeed/cosmosemu"
 )
@@ -18,6 +19,14 @@ type faultInjector struct {
 	// addressed to one partition key of one container (container + "/" +
 	// the partition key header), for the requests-per-operation tests.
 	keyed map[string]*[]keyedOp
+	// slowFeed delays the next n document-range change-feed reads of a
+	// container (not the lease partition's) by d each.
+	slowFeed map[string]*slowRule
+}
+
+type slowRule struct {
+	n int
+	d time.Duration
 }
 
 // keyedOp is one request keyed records.
@@ -44,6 +53,12 @@ type opCounter struct {
 func (f *faultInjector) middleware(next cosmosemu.Handler) cosmosemu.Handler {
 	return func(ctx context.Context, req *cosmosemu.Request) *cosmosemu.Response {
 		f.mu.Lock()
+		var delay time.Duration
+		if sr := f.slowFeed[req.Container]; sr != nil && sr.n > 0 && req.Operation == cosmosemu.OpChangeFeed &&
+			req.HTTP.Header.Get("x-ms-documentdb-partitionkey") == "" {
+			sr.n--
+			delay = sr.d
+		}
 		r := f.rules[req.Container]
 		fail := false
 		if r != nil && req.Operation == r.op && req.ResourceType == cosmosemu.ResourceDocument {
@@ -53,6 +68,14 @@ func (f *faultInjector) middleware(next cosmosemu.Handler) cosmosemu.Handler {
 			}
 		}
 		f.mu.Unlock()
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
 		var resp *cosmosemu.Response
 		if fail {
 			resp = cosmosemu.ErrorResponse(req, r.status, 0, "injected fault")
@@ -112,6 +135,17 @@ func (f *faultInjector) counter(container string) func() (int, float64) {
 		c := f.counts[container]
 		return c.requests, c.charge
 	}
+}
+
+// slowFeedReads delays the next n document-range change-feed reads of
+// container by d each.
+func (f *faultInjector) slowFeedReads(container string, n int, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.slowFeed == nil {
+		f.slowFeed = map[string]*slowRule{}
+	}
+	f.slowFeed[container] = &slowRule{n: n, d: d}
 }
 
 // record starts recording the document requests addressed to instance's
