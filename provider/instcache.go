@@ -174,13 +174,3 @@ func (c *instCache) drop(instance string) {
 	delete(c.m, instance)
 	c.mu.Unlock()
 }
-
-// sizes returns the number of unlocked and locked entries.
-func (c *instCache) sizes() (unlocked, locked int) {
-	if c == nil {
-		return 0, 0
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.m), len(c.held)
-}

@@ -253,7 +253,7 @@ func TestInstCacheBounds(t *testing.T) {
 		c.put(k, clean, "e", "", 10)
 		c.hold("t"+k, clean, "e", "", 10, nil, true)
 	}
-	unlocked, locked := c.sizes()
+	unlocked, locked := sizes(c)
 	require.Equal(t, 3, unlocked)
 	require.Equal(t, 3, locked)
 	e, ok := c.heldDoc("te")
@@ -291,4 +291,11 @@ func TestInstCacheBounds(t *testing.T) {
 	none.put("a", clean, "e", "", 10)
 	_, ok = none.take("a")
 	require.False(t, ok, "a disabled cache remembers nothing")
+}
+
+// sizes returns the number of unlocked and locked entries of c.
+func sizes(c *instCache) (unlocked, locked int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m), len(c.held)
 }

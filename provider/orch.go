@@ -163,8 +163,10 @@ func (p *Provider) lockInstanceEx(ctx context.Context, instance string, lockTime
 func (p *Provider) lockInstanceBody(ctx context.Context, instance string, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, lockState, error) {
 	if p.ic != nil {
 		if c, ok := p.ic.take(instance); ok {
-			item, st, wrote, err := p.lockTurn(ctx, instance, &c, lockTimeout, filter)
-			if !wrote {
+			item, st, err := p.lockTurn(ctx, instance, &c, lockTimeout, filter)
+			if item == nil && err == nil {
+				// Nothing locked, so the document is unchanged (a batch that
+				// only dropped undecodable messages leaves it as it was).
 				p.ic.restore(instance, c)
 			}
 			if err == nil || !lostRace(err) {
@@ -173,13 +175,12 @@ func (p *Provider) lockInstanceBody(ctx context.Context, instance string, lockTi
 			p.ev.stats.staleCache.Add(1)
 		}
 	}
-	item, st, _, err := p.lockTurn(ctx, instance, nil, lockTimeout, filter)
-	return item, st, err
+	return p.lockTurn(ctx, instance, nil, lockTimeout, filter)
 }
 
 // lockTurn is one attempt of lockInstanceBody, from the remembered
-// document c when not nil. wrote reports whether it sent a batch.
-func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (_ *durable.OrchestrationItem, _ lockState, wrote bool, _ error) {
+// document c when not nil.
+func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, lockState, error) {
 	const op = "fetch_orchestration_item"
 	var none lockState
 	var (
@@ -201,32 +202,32 @@ func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst,
 		d, err = p.readInstance(ctx, instance)
 	}
 	if err != nil {
-		return nil, none, false, mapErr(op, err)
+		return nil, none, mapErr(op, err)
 	}
 	if d != nil {
 		if d.Deleting != "" {
-			return nil, none, false, nil
+			return nil, none, nil
 		}
 		if d.lockHeld(now) {
-			return nil, lockState{lockedUntil: d.LockedUntil}, false, nil
+			return nil, lockState{lockedUntil: d.LockedUntil}, nil
 		}
 		// Finish what an earlier large turn left behind before anything else.
 		if d.Publish != nil || d.Staging != "" {
 			if d, err = p.recoverTurn(ctx, d); err != nil {
-				return nil, none, true, mapErr(op, err)
+				return nil, none, mapErr(op, err)
 			}
 			if d == nil || d.Deleting != "" {
-				return nil, none, true, nil
+				return nil, none, nil
 			}
 			if d.lockHeld(now) {
-				return nil, lockState{lockedUntil: d.LockedUntil}, true, nil
+				return nil, lockState{lockedUntil: d.LockedUntil}, nil
 			}
 			head, session = false, ""
 		}
 		if filter != nil && d.PinnedVersion != "" {
 			v, perr := durable.ParseSemVer(d.PinnedVersion)
 			if perr == nil && !filter.IsCompatible(v) {
-				return nil, lockState{refused: d.PinnedVersion}, false, nil
+				return nil, lockState{refused: d.PinnedVersion}, nil
 			}
 		}
 	}
@@ -243,11 +244,11 @@ func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst,
 	// history to read.
 	if !head || exec > 0 {
 		if msgs, view, err = p.readTurnInputs(ctx, instance, exec, now, session); err != nil {
-			return nil, none, false, mapErr(op, err)
+			return nil, none, mapErr(op, err)
 		}
 	}
 	if len(msgs) == 0 {
-		return nil, none, false, nil
+		return nil, none, nil
 	}
 	sort.Slice(msgs, func(i, j int) bool { return msgs[i].doc.EnqueuedAt < msgs[j].doc.EnqueuedAt })
 
@@ -292,7 +293,7 @@ func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst,
 		// Nothing to run: delete the dropped messages (and a pending
 		// document) without taking the lock.
 		if len(drop) == 0 {
-			return nil, none, false, nil
+			return nil, none, nil
 		}
 		ops := make([]batchOp, 0, len(drop)+1)
 		if d != nil && d.Pending {
@@ -302,9 +303,9 @@ func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst,
 			ops = append(ops, opDelete(id))
 		}
 		if _, err := p.s.execBatch(ctx, instance, ops, true); err != nil && !lostRace(err) {
-			return nil, none, true, mapErr(op, err)
+			return nil, none, mapErr(op, err)
 		}
-		return nil, none, true, nil
+		return nil, none, nil
 	}
 
 	nonce := uuid.NewString()
@@ -340,9 +341,9 @@ func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst,
 	res, err := p.s.execBatch(ctx, instance, ops, false)
 	if err != nil {
 		if lostRace(err) {
-			return nil, none, true, durable.Retryable(op, err, "instance %q was locked concurrently", instance)
+			return nil, none, durable.Retryable(op, err, "instance %q was locked concurrently", instance)
 		}
-		return nil, none, true, mapErr(op, err)
+		return nil, none, mapErr(op, err)
 	}
 	p.ic.hold(token, nd, res.etags[0], res.session, len(instOp.body), view.kv, true)
 
@@ -376,7 +377,7 @@ func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst,
 		}
 	}
 	item.KVSnapshot = loadKVState(view.kv).snapshot()
-	return item, lockState{heldUntil: until, more: more || len(drop) > 0}, true, nil
+	return item, lockState{heldUntil: until, more: more || len(drop) > 0}, nil
 }
 
 // lostRace reports a conditional write that lost to a concurrent writer.
