@@ -169,6 +169,8 @@ type Config struct {
 	// joinEagerly makes New join dispatch at once instead of at the first
 	// FetchOrchestrationItem (tests).
 	joinEagerly bool
+	// noHeads turns lockFromHeads off (tests of the other fetch paths).
+	noHeads bool
 
 	// ClientOptions are passed to the SDK (transport, retries, telemetry).
 	ClientOptions *azcosmos.ClientOptions

@@ -73,6 +73,9 @@ type engine struct {
 	hinted      map[string]hintSeen // other replicas' hints: replica -> latest
 
 	stats engineStats
+	// heads are the orchestrator messages the feed delivered that no
+	// fetch has taken yet (lockFromHeads).
+	heads *headIndex
 	// holdIntents makes the feed handler refuse batches holding an outbox
 	// intent (tests: a crash between a commit and its delivery).
 	holdIntents atomic.Bool
@@ -131,6 +134,8 @@ type engineStats struct {
 	hintsWritten   atomic.Int64 // backlog hint documents written
 	hintScans      atomic.Int64 // scans run for another replica's hint
 	staleCache     atomic.Int64 // locks from a remembered instance document that failed
+	headLocks      atomic.Int64 // locks taken from feed heads (lockFromHeads)
+	staleHeads     atomic.Int64 // locks from feed heads that failed
 }
 
 // parkedWI is a worker wakeup the fetch that took it could not use.
@@ -208,6 +213,9 @@ func newEngine(p *Provider, cfg Config) (*engine, error) {
 	e := &engine{p: p, cfg: cfg, log: p.log.With(zap.String("replica", cfg.ReplicaID)), per: SlotCount / b,
 		blocked: map[string]int{}, released: map[string]int64{}, wreleased: map[string]int64{}, parked: map[string]parkedWI{},
 		refused: map[string]refusedOI{}, hinted: map[string]hintSeen{}, joinCh: make(chan struct{})}
+	if !cfg.noHeads {
+		e.heads = newHeadIndex()
+	}
 	var err error
 	if e.orch, err = wakeup.New(wakeup.Options{MaxPendingPerSlot: orchSlotBound}); err != nil {
 		return nil, err
@@ -694,7 +702,15 @@ func (e *engine) handle(ctx context.Context, b changefeed.Batch) error {
 			continue // not ours
 		}
 		switch h.Type {
-		case typeOrchQueue, typeWorkQueue:
+		case typeOrchQueue:
+			if e.isOwned(h.DispatchSlot) {
+				var q queueDoc
+				if err := json.Unmarshal(raw, &q); err == nil {
+					e.heads.note(q, nowMS())
+				}
+			}
+			e.signalQueue(h.queueHead, false)
+		case typeWorkQueue:
 			e.signalQueue(h.queueHead, false)
 		case typeInstance:
 			var d instanceDoc

@@ -45,6 +45,7 @@ func newInstCacheFixture(t *testing.T, cacheSize int) *instCacheFixture {
 	cfg := eventConfig(f.container)
 	cfg.InstanceCacheSize = cacheSize
 	cfg.joinEagerly = true
+	cfg.noHeads = true // the paths without feed heads (heads_test.go has those)
 	f.p = openProvider(t, cfg)
 	f.took = middleware.record(f.container, f.inst)
 

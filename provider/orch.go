@@ -160,27 +160,51 @@ func (p *Provider) lockInstanceEx(ctx context.Context, instance string, lockTime
 //
 // A remembered document that turns out stale fails the lock batch; the
 // third way then runs at once.
+//
+// In event-driven mode, when the change feed delivered the instance's
+// waiting messages (heads), the lock batch does not wait for the query:
+// lockFromHeads sends both at once, and whatever it cannot use (a stale
+// head or document) falls back to the ways above, reusing its query.
 func (p *Provider) lockInstanceBody(ctx context.Context, instance string, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, lockState, error) {
-	if p.ic != nil {
-		if c, ok := p.ic.take(instance); ok {
-			item, st, err := p.lockTurn(ctx, instance, &c, lockTimeout, filter)
-			if item == nil && err == nil {
-				// Nothing locked, so the document is unchanged (a batch that
-				// only dropped undecodable messages leaves it as it was).
-				p.ic.restore(instance, c)
-			}
-			if err == nil || !lostRace(err) {
+	var c *cachedInst
+	if e, ok := p.ic.take(instance); ok {
+		c = &e
+	}
+	var pre *turnRead
+	if p.ev != nil {
+		if heads := p.ev.heads.take(instance, nowMS()); len(heads) > 0 {
+			item, st, q, staleDoc, err := p.lockFromHeads(ctx, instance, c, heads, lockTimeout, filter)
+			if item != nil || err != nil {
 				return item, st, err
 			}
-			p.ev.stats.staleCache.Add(1)
+			if staleDoc {
+				p.ev.stats.staleCache.Add(1)
+				c = nil
+			}
+			pre = q
 		}
 	}
-	return p.lockTurn(ctx, instance, nil, lockTimeout, filter)
+	if c != nil {
+		item, st, err := p.lockTurn(ctx, instance, c, pre, lockTimeout, filter)
+		if item == nil && err == nil {
+			// Nothing locked, so the document is unchanged (a batch that
+			// only dropped undecodable messages leaves it as it was).
+			p.ic.restore(instance, *c)
+		}
+		if err == nil || !lostRace(err) {
+			return item, st, err
+		}
+		p.ev.stats.staleCache.Add(1)
+		pre = nil
+	}
+	return p.lockTurn(ctx, instance, nil, pre, lockTimeout, filter)
 }
 
 // lockTurn is one attempt of lockInstanceBody, from the remembered
-// document c when not nil.
-func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, lockState, error) {
+// document c when not nil, using the query answer pre when it fits (made
+// for the same document: the head query without c, the turn-input query
+// of c's execution with it).
+func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst, pre *turnRead, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, lockState, error) {
 	const op = "fetch_orchestration_item"
 	var none lockState
 	var (
@@ -195,6 +219,12 @@ func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst,
 	switch {
 	case c != nil:
 		d, session = &c.doc, c.session
+		if pre != nil && (pre.head || pre.exec != d.CurrentExecutionID) {
+			pre = nil
+		}
+	case pre != nil && pre.head:
+		msgs, view, d, session = pre.msgs, pre.view, pre.d, pre.session
+		head, pre = true, nil
 	case p.ev != nil:
 		msgs, view, d, session, err = p.readTurnHead(ctx, instance, now)
 		head = true
@@ -222,7 +252,7 @@ func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst,
 			if d.lockHeld(now) {
 				return nil, lockState{lockedUntil: d.LockedUntil}, nil
 			}
-			head, session = false, ""
+			head, session, pre = false, "", nil
 		}
 		if filter != nil && d.PinnedVersion != "" {
 			v, perr := durable.ParseSemVer(d.PinnedVersion)
@@ -242,7 +272,10 @@ func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst,
 	// it) the current execution's record and history and the KV store.
 	// The first query of event-driven mode did it already when there is no
 	// history to read.
-	if !head || exec > 0 {
+	switch {
+	case pre != nil:
+		msgs, view = pre.msgs, pre.view
+	case !head || exec > 0:
 		if msgs, view, err = p.readTurnInputs(ctx, instance, exec, now, session); err != nil {
 			return nil, none, mapErr(op, err)
 		}
@@ -311,30 +344,7 @@ func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst,
 	nonce := uuid.NewString()
 	token := makeToken(tokenOrch, nonce, instance, "")
 	until := nowMS() + durMS(lockTimeout)
-	ids := make([]string, len(keep))
-	for i, m := range keep {
-		ids[i] = m.doc.ID
-	}
-	var instOp batchOp
-	var nd instanceDoc
-	if d == nil {
-		nd = instanceDoc{ID: idInstance, InstanceID: instance, Type: typeInstance, Pending: true,
-			LockToken: token, LockedUntil: until, LockedMsgs: ids, CreatedAt: now, UpdatedAt: now}
-		instOp = opCreate(nd)
-	} else {
-		nd = *d
-		nd.ETag = ""
-		nd.LockToken, nd.LockedUntil, nd.LockedMsgs = token, until, ids
-		instOp = opReplace(idInstance, nd, d.ETag)
-	}
-	ops := []batchOp{instOp}
-	for _, m := range keep {
-		var pt azcosmos.PatchOperations
-		pt.AppendSet("/lockToken", token)
-		pt.AppendSet("/lockedUntil", until)
-		pt.AppendIncrement("/attemptCount", 1)
-		ops = append(ops, opPatch(m.doc.ID, pt, m.doc.ETag))
-	}
+	nd, ops := lockOps(instance, d, keep, token, until, now)
 	for _, id := range drop {
 		ops = append(ops, opDelete(id))
 	}
@@ -345,38 +355,11 @@ func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst,
 		}
 		return nil, none, mapErr(op, err)
 	}
-	p.ic.hold(token, nd, res.etags[0], res.session, len(instOp.body), view.kv, true)
-
-	item := &durable.OrchestrationItem{Instance: instance, LockToken: token, KVSnapshot: map[string]durable.KVEntry{}}
-	for _, m := range keep {
-		item.Messages = append(item.Messages, m.item)
-		if a := m.doc.AttemptCount + 1; a > item.AttemptCount {
-			item.AttemptCount = a
-		}
+	p.ic.hold(token, nd, res.etags[0], res.session, len(ops[0].body), view.kv, true)
+	if p.ev != nil {
+		p.ev.heads.forget(instance, nd.LockedMsgs)
 	}
-	if committed {
-		item.OrchestrationName, item.Version, item.ExecutionID = d.OrchestrationName, d.OrchestrationVersion, d.CurrentExecutionID
-	} else {
-		item.ExecutionID = 1
-		for _, m := range keep {
-			if s, ok := m.item.(durable.StartOrchestration); ok {
-				item.OrchestrationName, item.Version = s.Orchestration, s.Version
-				if s.ExecutionID > 1 {
-					item.ExecutionID = s.ExecutionID
-				}
-				break
-			}
-		}
-	}
-	if committed {
-		evs, herr := decodeHistory(view.history)
-		if herr != nil {
-			item.HistoryError = herr.Error()
-		} else {
-			item.History = evs
-		}
-	}
-	item.KVSnapshot = loadKVState(view.kv).snapshot()
+	item := turnItem(instance, token, keep, d, committed, view)
 	return item, lockState{heldUntil: until, more: more || len(drop) > 0}, nil
 }
 

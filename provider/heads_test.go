@@ -1,0 +1,274 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/durable/history"
+)
+
+func TestHeadIndex(t *testing.T) {
+	t.Parallel()
+	msg := func(inst, id string, enq, visible, lockedUntil int64, item string) queueDoc {
+		return queueDoc{ID: id, InstanceID: inst, ETag: `"` + id + `"`, WorkItem: item, EnqueuedAt: enq, VisibleAt: visible, LockedUntil: lockedUntil}
+	}
+	ids := func(hs []msgHead) []string {
+		var out []string
+		for _, h := range hs {
+			out = append(out, h.doc.ID)
+		}
+		return out
+	}
+	const now = 1000
+
+	t.Run("take returns due heads oldest first and keeps later ones", func(t *testing.T) {
+		h := newHeadIndex()
+		h.note(msg("i", "b", 2, 0, 0, "x"), now)
+		h.note(msg("i", "a", 1, 0, 0, "x"), now)
+		h.note(msg("i", "timer", 3, now+500, 0, "x"), now)
+		require.Equal(t, []string{"a", "b"}, ids(h.take("i", now)))
+		require.Empty(t, h.take("i", now))
+		require.Equal(t, []string{"timer"}, ids(h.take("i", now+500)))
+		require.Zero(t, h.size())
+		require.Zero(t, h.bytes)
+	})
+	t.Run("a newer version replaces the head; a locked one removes it", func(t *testing.T) {
+		h := newHeadIndex()
+		h.note(msg("i", "a", 1, 0, 0, "x"), now)
+		v2 := msg("i", "a", 1, 0, 0, "x")
+		v2.ETag = `"v2"`
+		h.note(v2, now)
+		got := h.take("i", now)
+		require.Len(t, got, 1)
+		require.Equal(t, `"v2"`, got[0].doc.ETag)
+		h.note(msg("i", "a", 1, 0, 0, "x"), now)
+		h.note(msg("i", "a", 1, 0, now+1, "x"), now)
+		require.Zero(t, h.size())
+		require.Zero(t, h.bytes)
+	})
+	t.Run("a message a turn locked does not come back", func(t *testing.T) {
+		h := newHeadIndex()
+		h.note(msg("i", "a", 1, 0, 0, "x"), now)
+		h.forget("i", []string{"a"})
+		h.note(msg("i", "a", 1, 0, 0, "x"), now) // a page read before the lock
+		require.Zero(t, h.size())
+		h.restore("i", []msgHead{{doc: msg("i", "b", 1, 0, 0, "x")}}, now)
+		require.Equal(t, []string{"b"}, ids(h.take("i", now)))
+	})
+	t.Run("bounds", func(t *testing.T) {
+		h := newHeadIndex()
+		h.note(msg("i", "big", 1, 0, 0, strings.Repeat("x", maxHeadItemBytes+1)), now)
+		require.Zero(t, h.size(), "a large work item is left to the query")
+		for k := range maxHeadsPerInst + 3 {
+			h.note(msg("i", fmt.Sprint(k), int64(k), 0, 0, "x"), now)
+		}
+		require.Equal(t, maxHeadsPerInst, h.size())
+		for k := range maxHeadInstances + 10 {
+			h.note(msg(fmt.Sprint("inst", k), "m", 1, 0, 0, "x"), now)
+		}
+		require.LessOrEqual(t, len(h.m), maxHeadInstances)
+		item := strings.Repeat("y", maxHeadItemBytes)
+		for k := range 2 * maxHeadBytes / maxHeadItemBytes {
+			h.note(msg(fmt.Sprint("big", k), "m", 1, 0, 0, item), now)
+		}
+		require.LessOrEqual(t, h.bytes, maxHeadBytes)
+		n := 0
+		for _, hs := range h.m {
+			for _, x := range hs {
+				n += len(x.doc.WorkItem)
+			}
+		}
+		require.Equal(t, n, h.bytes)
+		for k := range maxGoneIDs + 5 {
+			h.forget("i", []string{fmt.Sprint("gone", k)})
+		}
+		require.Len(t, h.gone, maxGoneIDs)
+		require.Len(t, h.goneOrder, maxGoneIDs)
+	})
+	t.Run("nil index", func(t *testing.T) {
+		var h *headIndex
+		h.note(msg("i", "a", 1, 0, 0, "x"), now)
+		h.restore("i", nil, now)
+		h.forget("i", []string{"a"})
+		require.Nil(t, h.take("i", now))
+	})
+}
+
+// headsFixture is an event-driven provider whose instance's messages
+// arrive from another provider (a client), so that its fetches are woken
+// by its change feed, with the feed's heads.
+type headsFixture struct {
+	p, client *Provider
+	container string
+	inst      string
+	took      func() []keyedOp
+}
+
+func newHeadsFixture(t *testing.T, cacheSize int) *headsFixture {
+	t.Helper()
+	f := &headsFixture{container: freshContainer("heads"), inst: "h-1"}
+	cfg := eventConfig(f.container)
+	cfg.InstanceCacheSize = cacheSize
+	cfg.joinEagerly = true
+	f.p = openProvider(t, cfg)
+	f.client = openProvider(t, eventConfig(f.container))
+	f.took = middleware.record(f.container, f.inst)
+	return f
+}
+
+// send enqueues items through the client and waits until the feed has
+// delivered every one of them to the provider as a head.
+func (f *headsFixture) send(t *testing.T, items ...durable.WorkItem) {
+	t.Helper()
+	for _, it := range items {
+		require.NoError(t, f.client.EnqueueForOrchestrator(context.Background(), it, 0))
+	}
+	require.Eventually(t, func() bool { return f.heads() == len(items) }, 10*time.Second, 5*time.Millisecond)
+	f.took()
+}
+
+// heads returns how many heads the provider holds for the instance.
+func (f *headsFixture) heads() int {
+	h := f.p.ev.heads
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.m[f.inst])
+}
+
+func (f *headsFixture) fetch(t *testing.T) *durable.OrchestrationItem {
+	t.Helper()
+	item, err := f.p.FetchOrchestrationItem(context.Background(), lockLong, 5*time.Second, nil)
+	require.NoError(t, err)
+	require.NotNil(t, item)
+	require.Equal(t, f.inst, item.Instance)
+	return item
+}
+
+// firstTurn fetches and commits the instance's first turn (started, two
+// activities scheduled).
+func (f *headsFixture) firstTurn(t *testing.T) {
+	t.Helper()
+	f.send(t, durable.StartOrchestration{Instance: f.inst, Orchestration: "O", Input: "{}", ExecutionID: 1})
+	item := f.fetch(t)
+	require.Empty(t, item.History)
+	require.Equal(t, "O", item.OrchestrationName)
+	require.NoError(t, f.p.AckOrchestrationItem(context.Background(), item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+		HistoryDelta: []history.Event{ev(f.inst, 1, 1, history.OrchestrationStarted{Name: "O", Version: "1.0.0", Input: "{}"}),
+			ev(f.inst, 1, 2, history.ActivityScheduled{Name: "A", Input: "{}"}),
+			ev(f.inst, 1, 3, history.ActivityScheduled{Name: "B", Input: "{}"})},
+		Metadata: durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+	f.took()
+}
+
+// TestFetchFromHeads: a feed-woken fetch sends its lock batch, built from
+// the feed's heads, together with the turn-input query: a new instance's
+// first turn and a remembered instance's next turn each cost those two
+// requests, concurrent, and no more.
+func TestFetchFromHeads(t *testing.T) {
+	t.Parallel()
+	f := newHeadsFixture(t, 0)
+	f.send(t, durable.StartOrchestration{Instance: f.inst, Orchestration: "O", Input: "{}", ExecutionID: 1})
+	item := f.fetch(t)
+	require.ElementsMatch(t, []string{"Query", "Batch"}, ops(f.took()))
+	require.Equal(t, int64(1), f.p.ev.stats.headLocks.Load())
+	require.Empty(t, item.History)
+	require.Equal(t, uint64(1), item.ExecutionID)
+	require.Equal(t, uint32(1), item.AttemptCount)
+	require.NoError(t, f.p.AckOrchestrationItem(context.Background(), item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+		HistoryDelta: []history.Event{ev(f.inst, 1, 1, history.OrchestrationStarted{Name: "O", Version: "1.0.0", Input: "{}"}),
+			ev(f.inst, 1, 2, history.ActivityScheduled{Name: "A", Input: "{}"}),
+			ev(f.inst, 1, 3, history.KeyValueSet{Key: "k", Value: "v", LastUpdatedAtMS: 1})},
+		Metadata: durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+	f.took()
+
+	f.send(t, durable.ActivityCompleted{Instance: f.inst, ExecutionID: 1, ID: 2, Result: "r"})
+	item = f.fetch(t)
+	require.ElementsMatch(t, []string{"Query", "Batch"}, ops(f.took()))
+	require.Equal(t, int64(2), f.p.ev.stats.headLocks.Load())
+	require.Len(t, item.History, 3, "the history the query read under the lock")
+	require.Empty(t, item.KVSnapshot, "the current execution's writes are not in the snapshot, as on the other paths")
+	require.Equal(t, []durable.WorkItem{durable.ActivityCompleted{Instance: f.inst, ExecutionID: 1, ID: 2, Result: "r"}}, item.Messages)
+	require.Zero(t, f.p.ev.stats.staleHeads.Load())
+	require.Zero(t, f.p.ev.stats.staleCache.Load())
+}
+
+// TestStaleHead: a head whose message changed since the feed delivered it
+// fails the lock batch on its ETag; the fetch then locks from the query
+// it ran alongside, with one more request.
+func TestStaleHead(t *testing.T) {
+	t.Parallel()
+	f := newHeadsFixture(t, 0)
+	f.firstTurn(t)
+	f.send(t, durable.ActivityCompleted{Instance: f.inst, ExecutionID: 1, ID: 2, Result: "r"})
+	h := f.p.ev.heads
+	h.mu.Lock()
+	h.m[f.inst][0].doc.ETag = `"00000000-0000-0000-0000-000000000000"`
+	h.mu.Unlock()
+
+	item := f.fetch(t)
+	require.ElementsMatch(t, []string{"Query", "Batch:Multi-Status", "Batch"}, ops(f.took()))
+	require.Equal(t, int64(1), f.p.ev.stats.staleHeads.Load())
+	require.Zero(t, f.p.ev.stats.staleCache.Load(), "the remembered document was fine")
+	require.Len(t, item.History, 3)
+	require.Len(t, item.Messages, 1)
+	require.Equal(t, uint32(1), item.AttemptCount)
+}
+
+// TestHeadsMissAMessage: a message the heads lack (one the feed delivered
+// before this process owned the slot, or not yet) is found by the query
+// that runs with the lock batch and joins the turn, in enqueue order, in
+// a second batch under the lock.
+func TestHeadsMissAMessage(t *testing.T) {
+	t.Parallel()
+	f := newHeadsFixture(t, 0)
+	f.firstTurn(t)
+	first := durable.ActivityCompleted{Instance: f.inst, ExecutionID: 1, ID: 2, Result: "a"}
+	second := durable.ActivityCompleted{Instance: f.inst, ExecutionID: 1, ID: 3, Result: "b"}
+	f.send(t, first, second)
+	h := f.p.ev.heads
+	h.mu.Lock()
+	hs := h.m[f.inst]
+	for i, x := range hs {
+		if strings.Contains(x.doc.WorkItem, `"a"`) {
+			h.set(f.inst, append(append([]msgHead{}, hs[:i]...), hs[i+1:]...))
+			break
+		}
+	}
+	h.mu.Unlock()
+	require.Equal(t, 1, f.heads())
+
+	item := f.fetch(t)
+	require.ElementsMatch(t, []string{"Query", "Batch", "Batch"}, ops(f.took()))
+	require.Equal(t, []durable.WorkItem{first, second}, item.Messages)
+	require.NoError(t, f.p.AckOrchestrationItem(context.Background(), item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+		HistoryDelta: []history.Event{ev(f.inst, 1, 4, history.ActivityCompleted{Result: "a"}), ev(f.inst, 1, 5, history.ActivityCompleted{Result: "b"})},
+		Metadata:     durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+	left, err := queryAll[queueHead](context.Background(), f.p.s, strp(f.inst), "SELECT c.id FROM c WHERE c.type = 'orch_queue'")
+	require.NoError(t, err)
+	require.Empty(t, left, "both messages were consumed by the turn")
+}
+
+// TestHeadsGuessNewWrongly: a first execution's start for an instance
+// that exists, with nothing remembered, makes the lock batch's create fail;
+// the fetch goes on with the head query it ran alongside and locks the
+// existing instance.
+func TestHeadsGuessNewWrongly(t *testing.T) {
+	t.Parallel()
+	f := newHeadsFixture(t, -1)
+	f.firstTurn(t)
+	again := durable.StartOrchestration{Instance: f.inst, Orchestration: "O", Input: "{}", ExecutionID: 1}
+	f.send(t, again)
+	item := f.fetch(t)
+	require.Equal(t, int64(1), f.p.ev.stats.staleHeads.Load())
+	require.Len(t, item.History, 3, "the existing instance's turn")
+	require.Equal(t, []durable.WorkItem{again}, item.Messages)
+	got := ops(f.took())
+	require.Contains(t, got, "Batch:Multi-Status")
+	require.Equal(t, "Batch", got[len(got)-1])
+}
