@@ -249,6 +249,26 @@
 // the read path runs at once: a turn is 3 requests (query, lock, commit)
 // where the polling mode needs 5 beside its candidate query.
 //
+// Locking from the feed's heads (event-driven mode): the change-feed
+// handler keeps each unlocked orchestrator message it delivers (its ETag
+// and work item; at most 16 per instance, 4 KiB each, 4 MiB and 4096
+// instances in all). A fetch for an instance with heads sends its lock
+// batch at the same time as the turn-input query instead of after it, so
+// a feed-woken turn waits one round trip after the feed read, not two.
+// The batch replaces the remembered instance document If-Match (or, for a
+// first execution's start with nothing remembered, creates it) and locks
+// each head If-Match its ETag: it succeeds only if the heads still wait
+// and the document, hence the history and KV the query reads, is the one
+// remembered. Messages the heads miss (not yet delivered, delivered
+// before this replica owned the slot, or evicted) are in the query's
+// answer and join the turn, in enqueue order, in a second batch under the
+// lock. A stale head or document fails the batch (412, 404 or 409) and
+// the read path goes on with the query already made; a lock that cannot
+// become a coherent turn (a message that must be dropped, more than a
+// turn takes) is abandoned without counting the attempt. Messages a turn
+// of this process locked are kept out of the heads, so a feed page read
+// before the lock but handled after it brings no stale head back.
+//
 // The first fetch of a session waits (at most 3 s) until the replica owns
 // its share and has run the catch-up, so a zero poll timeout still sees
 // queued work.
