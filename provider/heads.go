@@ -252,7 +252,7 @@ func (p *Provider) lockFromHeads(ctx context.Context, instance string, c *cached
 	p.ev.stats.headLocks.Add(1)
 	// From here the lock is ours: a turn, or an abandon.
 	giveUp := func(cause error) (*durable.OrchestrationItem, lockState, *turnRead, bool, error) {
-		if aerr := p.AbandonOrchestrationItem(context.WithoutCancel(ctx), token, 0, true); aerr != nil && cause == nil {
+		if aerr := p.AbandonOrchestrationItem(context.WithoutCancel(ctx), token, 0, true); aerr != nil {
 			p.log.Debug("abandoning a lock taken from feed heads failed; it expires", zap.String("instance", instance), zap.Error(aerr))
 		}
 		if cause != nil {
