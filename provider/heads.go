@@ -280,24 +280,8 @@ func (p *Provider) lockFromHeads(ctx context.Context, instance string, c *cached
 	for _, m := range keep {
 		locked = append(locked, m.doc.ID)
 	}
-	var extra []lockedMessage
-	var drop []string
-	for _, m := range q.msgs {
-		if slices.Contains(locked, m.doc.ID) {
-			continue
-		}
-		w, derr := durable.UnmarshalWorkItem([]byte(m.doc.WorkItem))
-		if derr != nil {
-			p.log.Error("dropping undecodable orchestrator message", zap.String("instance", instance), zap.String("message", m.doc.ID), zap.Error(derr))
-			drop = append(drop, m.doc.ID)
-			continue
-		}
-		m.item = w
-		if _, ok := w.(durable.StartOrchestration); ok {
-			hasStart = true
-		}
-		extra = append(extra, m)
-	}
+	extra, drop, extraStart := p.decodeMessages(instance, q.msgs, locked)
+	hasStart = hasStart || extraStart
 	if !started && !hasStart {
 		// QueueMessages for an instance that has not started are dropped;
 		// one among the locked heads cannot be, under this lock.

@@ -143,11 +143,7 @@ func (f *headsFixture) heads() int {
 
 func (f *headsFixture) fetch(t *testing.T) *durable.OrchestrationItem {
 	t.Helper()
-	item, err := f.p.FetchOrchestrationItem(context.Background(), lockLong, 5*time.Second, nil)
-	require.NoError(t, err)
-	require.NotNil(t, item)
-	require.Equal(t, f.inst, item.Instance)
-	return item
+	return fetchOf(t, f.p, f.inst)
 }
 
 // firstTurn fetches and commits the instance's first turn (started, two

@@ -65,10 +65,17 @@ func newInstCacheFixture(t *testing.T, cacheSize int) *instCacheFixture {
 
 func (f *instCacheFixture) fetch(t *testing.T) *durable.OrchestrationItem {
 	t.Helper()
-	item, err := f.p.FetchOrchestrationItem(context.Background(), lockLong, 5*time.Second, nil)
+	return fetchOf(t, f.p, f.inst)
+}
+
+// fetchOf fetches the next orchestration item of p, which must be
+// instance's.
+func fetchOf(t *testing.T, p *Provider, instance string) *durable.OrchestrationItem {
+	t.Helper()
+	item, err := p.FetchOrchestrationItem(context.Background(), lockLong, 5*time.Second, nil)
 	require.NoError(t, err)
 	require.NotNil(t, item)
-	require.Equal(t, f.inst, item.Instance)
+	require.Equal(t, instance, item.Instance)
 	return item
 }
 

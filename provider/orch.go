@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
@@ -286,22 +287,7 @@ func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst,
 	sort.Slice(msgs, func(i, j int) bool { return msgs[i].doc.EnqueuedAt < msgs[j].doc.EnqueuedAt })
 
 	// Decode; a QueueMessage for an instance that has not started is dropped.
-	hasStart := false
-	var keep []lockedMessage
-	var drop []string
-	for _, m := range msgs {
-		w, derr := durable.UnmarshalWorkItem([]byte(m.doc.WorkItem))
-		if derr != nil {
-			p.log.Error("dropping undecodable orchestrator message", zap.String("instance", instance), zap.String("message", m.doc.ID), zap.Error(derr))
-			drop = append(drop, m.doc.ID)
-			continue
-		}
-		m.item = w
-		if _, ok := w.(durable.StartOrchestration); ok {
-			hasStart = true
-		}
-		keep = append(keep, m)
-	}
+	keep, drop, hasStart := p.decodeMessages(instance, msgs, nil)
 	started := committed && len(view.history) > 0
 	if !started && !hasStart {
 		kept := keep[:0]
@@ -361,6 +347,29 @@ func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst,
 	}
 	item := turnItem(instance, token, keep, d, committed, view)
 	return item, lockState{heldUntil: until, more: more || len(drop) > 0}, nil
+}
+
+// decodeMessages decodes msgs (work items) into keep, skipping the ids in
+// skip; an undecodable message is logged and its id goes to drop.
+// hasStart reports a StartOrchestration among keep.
+func (p *Provider) decodeMessages(instance string, msgs []lockedMessage, skip []string) (keep []lockedMessage, drop []string, hasStart bool) {
+	for _, m := range msgs {
+		if slices.Contains(skip, m.doc.ID) {
+			continue
+		}
+		w, derr := durable.UnmarshalWorkItem([]byte(m.doc.WorkItem))
+		if derr != nil {
+			p.log.Error("dropping undecodable orchestrator message", zap.String("instance", instance), zap.String("message", m.doc.ID), zap.Error(derr))
+			drop = append(drop, m.doc.ID)
+			continue
+		}
+		m.item = w
+		if _, ok := w.(durable.StartOrchestration); ok {
+			hasStart = true
+		}
+		keep = append(keep, m)
+	}
+	return keep, drop, hasStart
 }
 
 // lostRace reports a conditional write that lost to a concurrent writer.
