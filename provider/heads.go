@@ -144,17 +144,6 @@ func (h *headIndex) forget(instance string, ids []string) {
 	}
 }
 
-// size returns the number of heads held (tests).
-func (h *headIndex) size() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, hs := range h.m {
-		n += len(hs)
-	}
-	return n
-}
-
 // turnRead is the answer of a turn-input query made for one lock attempt
 // that another attempt may use: the query's messages, view and (head
 // query) instance document, for execution exec.
@@ -285,20 +274,12 @@ func (p *Provider) lockFromHeads(ctx context.Context, instance string, c *cached
 	if !started && !hasStart {
 		// QueueMessages for an instance that has not started are dropped;
 		// one among the locked heads cannot be, under this lock.
-		for _, m := range keep {
-			if _, ok := m.item.(durable.QueueMessage); ok {
-				return giveUp(nil)
-			}
+		if _, queued := withoutQueueMessages(keep); len(queued) > 0 {
+			return giveUp(nil)
 		}
-		kept := extra[:0]
-		for _, m := range extra {
-			if _, ok := m.item.(durable.QueueMessage); ok {
-				drop = append(drop, m.doc.ID)
-				continue
-			}
-			kept = append(kept, m)
-		}
-		extra = kept
+		var queued []string
+		extra, queued = withoutQueueMessages(extra)
+		drop = append(drop, queued...)
 	}
 	if len(keep)+len(extra) > maxTurnMessages || 1+len(extra)+len(drop) > maxBatchOps {
 		return giveUp(nil)

@@ -13,6 +13,17 @@ import (
 	"github.com/durafeed/durafeed/durable/history"
 )
 
+// size returns the number of heads held (tests).
+func (h *headIndex) size() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, hs := range h.m {
+		n += len(hs)
+	}
+	return n
+}
+
 func TestHeadIndex(t *testing.T) {
 	t.Parallel()
 	msg := func(inst, id string, enq, visible, lockedUntil int64, item string) queueDoc {

@@ -290,15 +290,9 @@ func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst,
 	keep, drop, hasStart := p.decodeMessages(instance, msgs, nil)
 	started := committed && len(view.history) > 0
 	if !started && !hasStart {
-		kept := keep[:0]
-		for _, m := range keep {
-			if _, ok := m.item.(durable.QueueMessage); ok {
-				drop = append(drop, m.doc.ID)
-				continue
-			}
-			kept = append(kept, m)
-		}
-		keep = kept
+		var queued []string
+		keep, queued = withoutQueueMessages(keep)
+		drop = append(drop, queued...)
 	}
 	more := false
 	if len(keep) > maxTurnMessages {
@@ -370,6 +364,19 @@ func (p *Provider) decodeMessages(instance string, msgs []lockedMessage, skip []
 		keep = append(keep, m)
 	}
 	return keep, drop, hasStart
+}
+
+// withoutQueueMessages splits the QueueMessages (dropped when the instance
+// has not started) off msgs, returning the rest and their ids.
+func withoutQueueMessages(msgs []lockedMessage) (kept []lockedMessage, queued []string) {
+	for _, m := range msgs {
+		if _, ok := m.item.(durable.QueueMessage); ok {
+			queued = append(queued, m.doc.ID)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	return kept, queued
 }
 
 // lostRace reports a conditional write that lost to a concurrent writer.
