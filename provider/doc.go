@@ -267,7 +267,9 @@
 // become a coherent turn (a message that must be dropped, more than a
 // turn takes) is abandoned without counting the attempt. Messages a turn
 // of this process locked are kept out of the heads, so a feed page read
-// before the lock but handled after it brings no stale head back.
+// before the lock but handled after it brings no stale head back; the
+// heads of a lease's slots are dropped when the lease goes to another
+// replica.
 //
 // The first fetch of a session waits (at most 3 s) until the replica owns
 // its share and has run the catch-up, so a zero poll timeout still sees

@@ -478,6 +478,7 @@ func (e *engine) onLeaseChange(s *session, ev leasestore.Event) {
 		e.orch.Drop(slots)
 		e.work.Drop(slots)
 		e.maint.Drop(slots)
+		e.heads.dropSlots(slots)
 		s.mu.Lock()
 		for sl := range slots.All() {
 			s.catchup.Remove(sl)

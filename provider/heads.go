@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/wakeup"
 )
 
 // Bounds of the head index: instances with heads, heads per instance, the
@@ -141,6 +142,21 @@ func (h *headIndex) forget(instance string, ids []string) {
 		}
 		h.gone[id] = struct{}{}
 		h.goneOrder = append(h.goneOrder, id)
+	}
+}
+
+// dropSlots forgets the heads of the instances in slots: their lease went
+// to another replica, whose turns make them stale.
+func (h *headIndex) dropSlots(slots wakeup.Set) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for inst := range h.m {
+		if slots.Contains(slotOf(inst)) {
+			h.set(inst, nil)
+		}
 	}
 }
 

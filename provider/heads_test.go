@@ -11,6 +11,7 @@ import (
 
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/durable/history"
+	"github.com/durafeed/durafeed/wakeup"
 )
 
 // size returns the number of heads held (tests).
@@ -102,8 +103,27 @@ func TestHeadIndex(t *testing.T) {
 		require.Len(t, h.gone, maxGoneIDs)
 		require.Len(t, h.goneOrder, maxGoneIDs)
 	})
+	t.Run("a lost lease drops its slots' heads", func(t *testing.T) {
+		h := newHeadIndex()
+		a, b := "", "" // an instance in the lost slots, one outside them
+		for k := 0; a == "" || b == ""; k++ {
+			id := fmt.Sprint("inst", k)
+			if slotOf(id) < 128 {
+				a = id
+			} else {
+				b = id
+			}
+		}
+		h.note(msg(a, "a", 1, 0, 0, "x"), now)
+		h.note(msg(b, "b", 1, 0, 0, "x"), now)
+		h.dropSlots(wakeup.Range(0, 127))
+		require.Empty(t, h.take(a, now))
+		require.Equal(t, []string{"b"}, ids(h.take(b, now)))
+		require.Zero(t, h.bytes)
+	})
 	t.Run("nil index", func(t *testing.T) {
 		var h *headIndex
+		h.dropSlots(wakeup.Range(0, 1))
 		h.note(msg("i", "a", 1, 0, 0, "x"), now)
 		h.restore("i", nil, now)
 		h.forget("i", []string{"a"})
