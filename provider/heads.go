@@ -153,8 +153,8 @@ func (h *headIndex) dropSlots(slots wakeup.Set) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for inst := range h.m {
-		if slots.Contains(slotOf(inst)) {
+	for inst, hs := range h.m {
+		if slots.Contains(hs[0].doc.DispatchSlot) { // one instance, one slot
 			h.set(inst, nil)
 		}
 	}

@@ -105,20 +105,17 @@ func TestHeadIndex(t *testing.T) {
 	})
 	t.Run("a lost lease drops its slots' heads", func(t *testing.T) {
 		h := newHeadIndex()
-		a, b := "", "" // an instance in the lost slots, one outside them
-		for k := 0; a == "" || b == ""; k++ {
-			id := fmt.Sprint("inst", k)
-			if slotOf(id) < 128 {
-				a = id
-			} else {
-				b = id
-			}
+		for _, m := range []struct {
+			inst string
+			slot int
+		}{{"lost", 3}, {"kept", 200}} {
+			q := msg(m.inst, m.inst+"-msg", 1, 0, 0, "x")
+			q.DispatchSlot = m.slot
+			h.note(q, now)
 		}
-		h.note(msg(a, "a", 1, 0, 0, "x"), now)
-		h.note(msg(b, "b", 1, 0, 0, "x"), now)
 		h.dropSlots(wakeup.Range(0, 127))
-		require.Empty(t, h.take(a, now))
-		require.Equal(t, []string{"b"}, ids(h.take(b, now)))
+		require.Empty(t, h.take("lost", now))
+		require.Equal(t, []string{"kept-msg"}, ids(h.take("kept", now)))
 		require.Zero(t, h.bytes)
 	})
 	t.Run("nil index", func(t *testing.T) {
@@ -298,4 +295,49 @@ func TestHeadsGuessNewWrongly(t *testing.T) {
 	got := ops(f.took())
 	require.Contains(t, got, "Batch:Multi-Status")
 	require.Equal(t, "Batch", got[len(got)-1])
+}
+
+// TestLostLeaseDropsHeads: when a joining replica takes leases from the
+// replica that held every slot, that replica drops the heads of the slots
+// it lost and keeps the others.
+func TestLostLeaseDropsHeads(t *testing.T) {
+	t.Parallel()
+	container := freshContainer("heads-handoff")
+	replica := func(id string) *Provider {
+		cfg := eventConfig(container)
+		cfg.ReplicaID, cfg.joinEagerly = id, true
+		return openProvider(t, cfg)
+	}
+	instances := func(p *Provider) []string {
+		h := p.ev.heads
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		var out []string
+		for inst := range h.m {
+			out = append(out, inst)
+		}
+		return out
+	}
+	a := replica("a")
+	require.Eventually(t, func() bool { return ownedCount(a) == SlotCount }, 10*time.Second, 5*time.Millisecond)
+	client := openProvider(t, eventConfig(container))
+	const n = 32
+	for i := range n {
+		require.NoError(t, client.EnqueueForOrchestrator(context.Background(),
+			durable.StartOrchestration{Instance: fmt.Sprint("handoff-", i), Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
+	}
+	require.Eventually(t, func() bool { return len(instances(a)) == n }, 10*time.Second, 5*time.Millisecond, "every start is a head")
+
+	b := replica("b")
+	require.Eventually(t, func() bool { return ownedCount(b) > 0 }, 10*time.Second, 5*time.Millisecond, "b gets a share")
+	require.Eventually(t, func() bool {
+		owned := a.ev.ownedSet()
+		kept := instances(a)
+		for _, inst := range kept {
+			if !owned.Contains(slotOf(inst)) {
+				return false
+			}
+		}
+		return len(kept) > 0 && len(kept) < n
+	}, 10*time.Second, 5*time.Millisecond, "a keeps the heads of the slots it still owns, and only those")
 }
