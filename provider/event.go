@@ -214,7 +214,7 @@ func newEngine(p *Provider, cfg Config) (*engine, error) {
 		blocked: map[string]int{}, released: map[string]int64{}, wreleased: map[string]int64{}, parked: map[string]parkedWI{},
 		refused: map[string]refusedOI{}, hinted: map[string]hintSeen{}, joinCh: make(chan struct{})}
 	if !cfg.noHeads {
-		e.heads = newHeadIndex()
+		e.heads = newHeadIndex(e.isOwned)
 	}
 	var err error
 	if e.orch, err = wakeup.New(wakeup.Options{MaxPendingPerSlot: orchSlotBound}); err != nil {

@@ -51,20 +51,28 @@ type headIndex struct {
 	gone map[string]struct{}
 	// goneOrder is gone's insertion order, for eviction.
 	goneOrder []string
+	// owned says whether this replica owns a slot (nil: every slot). note
+	// asks it under mu, and ownership changes before dropSlots takes mu,
+	// so no head of a slot given up outlives its dropSlots.
+	owned func(slot int) bool
 }
 
-func newHeadIndex() *headIndex {
-	return &headIndex{m: map[string][]msgHead{}, gone: map[string]struct{}{}}
+func newHeadIndex(owned func(slot int) bool) *headIndex {
+	return &headIndex{m: map[string][]msgHead{}, gone: map[string]struct{}{}, owned: owned}
 }
 
 // note records (or, when the message is locked or its work item is too
-// large to keep, forgets) the version q of a message the feed delivered.
+// large to keep, forgets) the version q of a message the feed delivered,
+// if this replica owns its slot.
 func (h *headIndex) note(q queueDoc, now int64) {
 	if h == nil || q.ID == "" || q.InstanceID == "" {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.owned != nil && !h.owned(q.DispatchSlot) {
+		return
+	}
 	h.set(q.InstanceID, slices.DeleteFunc(slices.Clone(h.m[q.InstanceID]), func(x msgHead) bool { return x.doc.ID == q.ID }))
 	if _, gone := h.gone[q.ID]; gone || q.LockedUntil > now || q.ETag == "" || len(q.WorkItem) > maxHeadItemBytes ||
 		len(h.m[q.InstanceID]) >= maxHeadsPerInst {
@@ -146,7 +154,8 @@ func (h *headIndex) forget(instance string, ids []string) {
 }
 
 // dropSlots forgets the heads of the instances in slots: their lease went
-// to another replica, whose turns make them stale.
+// to another replica, whose turns make them stale. Call it after the
+// slots stopped counting as owned.
 func (h *headIndex) dropSlots(slots wakeup.Set) {
 	if h == nil {
 		return

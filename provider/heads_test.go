@@ -40,7 +40,7 @@ func TestHeadIndex(t *testing.T) {
 	const now = 1000
 
 	t.Run("take returns due heads oldest first and keeps later ones", func(t *testing.T) {
-		h := newHeadIndex()
+		h := newHeadIndex(nil)
 		h.note(msg("i", "b", 2, 0, 0, "x"), now)
 		h.note(msg("i", "a", 1, 0, 0, "x"), now)
 		h.note(msg("i", "timer", 3, now+500, 0, "x"), now)
@@ -51,7 +51,7 @@ func TestHeadIndex(t *testing.T) {
 		require.Zero(t, h.bytes)
 	})
 	t.Run("a newer version replaces the head; a locked one removes it", func(t *testing.T) {
-		h := newHeadIndex()
+		h := newHeadIndex(nil)
 		h.note(msg("i", "a", 1, 0, 0, "x"), now)
 		v2 := msg("i", "a", 1, 0, 0, "x")
 		v2.ETag = `"v2"`
@@ -65,7 +65,7 @@ func TestHeadIndex(t *testing.T) {
 		require.Zero(t, h.bytes)
 	})
 	t.Run("a message a turn locked does not come back", func(t *testing.T) {
-		h := newHeadIndex()
+		h := newHeadIndex(nil)
 		h.note(msg("i", "a", 1, 0, 0, "x"), now)
 		h.forget("i", []string{"a"})
 		h.note(msg("i", "a", 1, 0, 0, "x"), now) // a page read before the lock
@@ -74,7 +74,7 @@ func TestHeadIndex(t *testing.T) {
 		require.Equal(t, []string{"b"}, ids(h.take("i", now)))
 	})
 	t.Run("bounds", func(t *testing.T) {
-		h := newHeadIndex()
+		h := newHeadIndex(nil)
 		h.note(msg("i", "big", 1, 0, 0, strings.Repeat("x", maxHeadItemBytes+1)), now)
 		require.Zero(t, h.size(), "a large work item is left to the query")
 		for k := range maxHeadsPerInst + 3 {
@@ -104,7 +104,7 @@ func TestHeadIndex(t *testing.T) {
 		require.Len(t, h.goneOrder, maxGoneIDs)
 	})
 	t.Run("a lost lease drops its slots' heads", func(t *testing.T) {
-		h := newHeadIndex()
+		h := newHeadIndex(nil)
 		for _, m := range []struct {
 			inst string
 			slot int
@@ -299,7 +299,7 @@ func TestHeadsGuessNewWrongly(t *testing.T) {
 
 // TestLostLeaseDropsHeads: when a joining replica takes leases from the
 // replica that held every slot, that replica drops the heads of the slots
-// it lost and keeps the others.
+// it lost.
 func TestLostLeaseDropsHeads(t *testing.T) {
 	t.Parallel()
 	container := freshContainer("heads-handoff")
@@ -338,6 +338,10 @@ func TestLostLeaseDropsHeads(t *testing.T) {
 				return false
 			}
 		}
-		return len(kept) > 0 && len(kept) < n
-	}, 10*time.Second, 5*time.Millisecond, "a keeps the heads of the slots it still owns, and only those")
+		// Some lost (b owns slots holding some of the n); none kept
+		// outside a's share. Whether any are kept depends on the share a
+		// ends with: under load its heartbeats may be late enough for b
+		// to take every lease for a while (TestHeadIndex covers keeping).
+		return len(kept) < n
+	}, 10*time.Second, 5*time.Millisecond, "a keeps no head of a slot it lost")
 }
