@@ -13,6 +13,7 @@ import (
 	"github.com/durafeed/durafeed/changefeed"
 	"github.com/durafeed/durafeed/cosmosemu"
 	"github.com/durafeed/durafeed/cosmosemu/knobs"
+	"github.com/durafeed/durafeed/internal/epk"
 	"github.com/stretchr/testify/require"
 )
 
@@ -154,4 +155,58 @@ func BenchmarkIdleRequestsPerMinute(b *testing.B) {
 	windows := float64(b.N) * float64(window) / float64(time.Second)
 	b.ReportMetric(float64(requests)/windows*60, "req/min/reader")
 	b.ReportMetric(charge/windows, "RU/s/reader")
+}
+
+// BenchmarkSiblingLeases measures what sharing a physical partition
+// between k leases of one processor costs while changes flow: one document
+// at a time, each written at a random phase of the readers' ActiveDelay
+// (10 ms, warm throughout) into the leases' ranges in turn, the next
+// written once the handler has it. It reports the change-feed reads per
+// change and the write-to-handler latency. While the partition is quiet
+// its readers take turns (one read per pause); a change makes every reader
+// whose turn it was not read after its sibling's read has shown it.
+func BenchmarkSiblingLeases(b *testing.B) {
+	const active = 10 * time.Millisecond
+	for _, k := range []int{1, 2, 8} {
+		b.Run(fmt.Sprintf("leases=%d", k), func(b *testing.B) {
+			e := newEnv(b, envOptions{})
+			p0 := pkRange(e.physical(b)[0])
+			subs := epk.SplitEven(4 * k)[:k] // the emulator's partitions are the even split in four
+			require.Equal(b, p0.Min, subs[0].Min)
+			require.Equal(b, p0.Max, subs[k-1].Max)
+			store := newMemStore()
+			var leases []changefeed.Lease
+			var keys []string
+			for i, r := range subs {
+				leases = append(leases, store.lease(fmt.Sprint("l", i), r))
+				keys = append(keys, keysIn(b, fmt.Sprint("s", i, "-"), r, 1)[0])
+			}
+			lp := &latencyProbe{waiting: map[string]chan struct{}{}}
+			p, err := changefeed.New(e.c, newMemSource(leases...), lp.handle, changefeed.Options{
+				ActiveDelay: active, WarmHold: time.Hour})
+			require.NoError(b, err)
+			run(b, p)
+			ctx := context.Background()
+			write := func(i int) time.Duration {
+				key := keys[i%k]
+				got := lp.expect(fmt.Sprintf("%s-%05d", key, i))
+				start := time.Now()
+				require.NoError(b, e.write(ctx, key, i))
+				<-got
+				return time.Since(start)
+			}
+			write(0) // warm
+			rng := rand.New(rand.NewPCG(1, uint64(k)))
+			reads0 := e.feedRequests()
+			var lat []time.Duration
+			b.ResetTimer()
+			for i := 1; i <= b.N; i++ {
+				time.Sleep(time.Duration(rng.Int64N(int64(active))))
+				lat = append(lat, write(i))
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(e.feedRequests()-reads0)/float64(b.N), "reads/change")
+			reportPercentiles(b, lat)
+		})
+	}
 }
