@@ -269,7 +269,7 @@
 // of this process locked are kept out of the heads, so a feed page read
 // before the lock but handled after it brings no stale head back; the
 // heads of a lease's slots are dropped when the lease goes to another
-// replica.
+// replica, and all of them when the replica leaves dispatch.
 //
 // The first fetch of a session waits (at most 3 s) until the replica owns
 // its share and has run the catch-up, so a zero poll timeout still sees

@@ -376,6 +376,7 @@ func (e *engine) leave(s *session, graceful bool) {
 	e.orch.Drop(all)
 	e.work.Drop(all)
 	e.maint.Drop(all)
+	e.heads.dropSlots(all)
 	e.mu.Lock()
 	clear(e.blocked)
 	clear(e.parked)

@@ -154,8 +154,8 @@ func (h *headIndex) forget(instance string, ids []string) {
 }
 
 // dropSlots forgets the heads of the instances in slots: their lease went
-// to another replica, whose turns make them stale. Call it after the
-// slots stopped counting as owned.
+// to another replica (or the replica left dispatch), whose turns make them
+// stale. Call it after the slots stopped counting as owned.
 func (h *headIndex) dropSlots(slots wakeup.Set) {
 	if h == nil {
 		return

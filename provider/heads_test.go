@@ -345,3 +345,16 @@ func TestLostLeaseDropsHeads(t *testing.T) {
 		return len(kept) < n
 	}, 10*time.Second, 5*time.Millisecond, "a keeps no head of a slot it lost")
 }
+
+// TestLeaveDropsHeads: a replica that leaves dispatch (no orchestration
+// fetch for a while) hands every lease off and drops every head.
+func TestLeaveDropsHeads(t *testing.T) {
+	t.Parallel()
+	f := newHeadsFixture(t, 0)
+	f.send(t, durable.StartOrchestration{Instance: f.inst, Orchestration: "O", Input: "{}", ExecutionID: 1})
+	s := f.p.ev.sess.Load()
+	require.NotNil(t, s)
+	f.p.ev.leave(s, true)
+	require.Zero(t, f.heads())
+	require.Zero(t, f.p.ev.heads.size())
+}
