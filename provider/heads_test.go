@@ -145,9 +145,26 @@ func newHeadsFixture(t *testing.T, cacheSize int) *headsFixture {
 	cfg.InstanceCacheSize = cacheSize
 	cfg.joinEagerly = true
 	f.p = openProvider(t, cfg)
+	require.Eventually(t, func() bool { return positioned(f.p) }, 10*time.Second, 5*time.Millisecond)
 	f.client = openProvider(t, eventConfig(f.container))
 	f.took = middleware.record(f.container, f.inst)
 	return f
+}
+
+// positioned reports whether p owns every slot and each of its change-feed
+// readers has fixed its starting point, so that whatever is written from
+// now on reaches p through its feed (a message written before would reach
+// it through the catch-up query instead, and be no head).
+func positioned(p *Provider) bool {
+	s := p.ev.sess.Load()
+	// The store calls OnChange, which records an unpositioned lease,
+	// under the lock Owned takes: every lease it lists is recorded.
+	if s == nil || len(s.store.Owned()) != p.ev.cfg.LeaseBlocks {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.unpinned) == 0
 }
 
 // send enqueues items through the client and waits until the feed has
@@ -319,7 +336,7 @@ func TestLostLeaseDropsHeads(t *testing.T) {
 		return out
 	}
 	a := replica("a")
-	require.Eventually(t, func() bool { return ownedCount(a) == SlotCount }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return positioned(a) }, 10*time.Second, 5*time.Millisecond)
 	client := openProvider(t, eventConfig(container))
 	const n = 32
 	for i := range n {
