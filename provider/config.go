@@ -171,6 +171,10 @@ type Config struct {
 	joinEagerly bool
 	// noHeads turns lockFromHeads off (tests of the other fetch paths).
 	noHeads bool
+	// idleLeave, when positive, replaces the time without an
+	// orchestration fetch after which the replica leaves dispatch (tests
+	// whose replica holds leases without fetching).
+	idleLeave time.Duration
 
 	// ClientOptions are passed to the SDK (transport, retries, telemetry).
 	ClientOptions *azcosmos.ClientOptions
@@ -223,6 +227,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
+	}
+	if c.idleLeave <= 0 {
+		c.idleLeave = idleLeave
 	}
 	if c.LeaseBlocks <= 0 {
 		c.LeaseBlocks = DefaultLeaseBlocks

@@ -389,13 +389,13 @@ func (e *engine) leave(s *session, graceful bool) {
 }
 
 // idleLoop leaves the session once no orchestration fetch has run for
-// idleLeave.
+// idleLeave (or the test override).
 func (e *engine) idleLoop(s *session) {
 	for clock.Sleep(s.ctx, time.Second) {
 		if e.orchInFlight.Load() > 0 {
 			continue
 		}
-		if time.Since(time.UnixMilli(e.lastOrchFetch.Load())) < idleLeave {
+		if time.Since(time.UnixMilli(e.lastOrchFetch.Load())) < e.cfg.idleLeave {
 			continue
 		}
 		e.log.Info("no orchestration fetch for a while: handing the leases off")

@@ -143,7 +143,7 @@ func newHeadsFixture(t *testing.T, cacheSize int) *headsFixture {
 	f := &headsFixture{container: freshContainer("heads"), inst: "h-1"}
 	cfg := eventConfig(f.container)
 	cfg.InstanceCacheSize = cacheSize
-	cfg.joinEagerly = true
+	cfg.joinEagerly, cfg.idleLeave = true, time.Hour // fetches come late on a loaded machine
 	f.p = openProvider(t, cfg)
 	require.Eventually(t, func() bool { return positioned(f.p) }, 10*time.Second, 5*time.Millisecond)
 	f.client = openProvider(t, eventConfig(f.container))
@@ -322,7 +322,7 @@ func TestLostLeaseDropsHeads(t *testing.T) {
 	container := freshContainer("heads-handoff")
 	replica := func(id string) *Provider {
 		cfg := eventConfig(container)
-		cfg.ReplicaID, cfg.joinEagerly = id, true
+		cfg.ReplicaID, cfg.joinEagerly, cfg.idleLeave = id, true, time.Hour // holds leases, never fetches
 		return openProvider(t, cfg)
 	}
 	instances := func(p *Provider) []string {
