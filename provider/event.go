@@ -705,11 +705,9 @@ func (e *engine) handle(ctx context.Context, b changefeed.Batch) error {
 		}
 		switch h.Type {
 		case typeOrchQueue:
-			if e.isOwned(h.DispatchSlot) {
-				var q queueDoc
-				if err := json.Unmarshal(raw, &q); err == nil {
-					e.heads.note(q, nowMS())
-				}
+			var q queueDoc
+			if err := json.Unmarshal(raw, &q); err == nil {
+				e.heads.note(q, nowMS()) // kept only if the slot is owned
 			}
 			e.signalQueue(h.queueHead, false)
 		case typeWorkQueue:
