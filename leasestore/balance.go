@@ -72,7 +72,12 @@ func (s *Store) round(ctx context.Context) time.Duration {
 	}
 	acts, next := s.planLocked(now)
 	s.mu.Unlock()
-	boost := false
+	// The round's competitive writes (acquisitions, take-overs, steal
+	// requests) were all planned from one view: once one of them loses a
+	// compare-and-swap that view is stale, so the rest wait for the next
+	// round (after the backoff, with the watch's news) instead of each
+	// paying a lost write and a re-read.
+	boost, lost := false, false
 	for _, a := range acts {
 		if ctx.Err() != nil {
 			break
@@ -84,22 +89,36 @@ func (s *Store) round(ctx context.Context) time.Duration {
 			break
 		}
 		switch a.kind {
-		case actClaim, actAcquire:
+		case actClaim:
 			s.acquire(ctx, a)
+		case actAcquire:
+			if !lost {
+				lost = !s.acquireFree(ctx, a)
+			}
 		case actTakeOver:
-			s.takeOver(ctx, a)
+			if !lost {
+				lost = !s.takeOver(ctx, a)
+			}
 		case actHandOff:
 			s.handOff(ctx, a)
 			boost = true
 		case actReject:
 			s.rewriteSteal(ctx, a, "")
 		case actSteal:
+			if lost {
+				continue
+			}
 			if s.rewriteSteal(ctx, a, s.id) {
 				boost = true
+			} else {
+				lost = true
 			}
 		case actForget:
 			s.forget(ctx, a)
 		}
+	}
+	if lost {
+		next = min(next, s.backoffLeft())
 	}
 	if boost {
 		s.signal(s.kickWatch)
@@ -115,7 +134,9 @@ func (s *Store) round(ctx context.Context) time.Duration {
 //     thief is live and we hold at least two more than it, refuse
 //     otherwise;
 //  3. acquire free leases, then leases of dead owners, in random order,
-//     while we hold fewer than ceil(N/live);
+//     while we hold fewer than ceil(N/live): the free ones in one
+//     transactional batch, each dead owner's in one batch with its
+//     heartbeat document;
 //  4. when no lease is free or dead, ask the most loaded live owner for a
 //     random lease of its while it holds at least two more than we do
 //     (pending requests counted as done);
@@ -195,11 +216,21 @@ func (s *Store) planLocked(now time.Time) ([]action, time.Duration) {
 	rand.Shuffle(len(free), func(a, b int) { free[a], free[b] = free[b], free[a] })
 	rand.Shuffle(len(dead), func(a, b int) { dead[a], dead[b] = dead[b], dead[a] })
 	if !backoff {
+		// Free leases: one transactional batch (the lease partition is
+		// one logical partition), so a replica gets its share in one
+		// round trip.
+		k := -1
 		for _, i := range free {
 			if count[s.id] >= ceil {
 				break
 			}
-			acts = append(acts, mk(actAcquire, i))
+			switch {
+			case k < 0 || len(acts[k].more) >= maxBatch-1:
+				k = len(acts)
+				acts = append(acts, mk(actAcquire, i))
+			default:
+				acts[k].more = append(acts[k].more, mk(actAcquire, i))
+			}
 			count[s.id]++
 		}
 		// Dead owners' leases: one batch per owner.
@@ -292,14 +323,15 @@ func (s *Store) backoffLocked() {
 	s.backoffUntil = time.Now().Add(d)
 }
 
-// acquire performs actClaim and actAcquire: the lease document gets owner
-// us, epoch+1.
-func (s *Store) acquire(ctx context.Context, a action) {
+// acquire performs actClaim, and actAcquire of a single lease: the lease
+// document gets owner us, epoch+1. It reports false after a lost
+// compare-and-swap.
+func (s *Store) acquire(ctx context.Context, a action) bool {
 	doc := s.acquiredDoc(a.doc)
 	etag, err := s.replaceLease(ctx, doc, a.etag)
 	if err != nil {
 		s.lostRace(ctx, a, err)
-		return
+		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -307,6 +339,76 @@ func (s *Store) acquire(ctx context.Context, a action) {
 	if !s.installLocked(doc, time.Now()) {
 		s.log.Warn("acquired lease after the heartbeat deadline; not using it", zap.Int("lease", a.idx))
 	}
+	return true
+}
+
+// acquireFree performs actAcquire: one transactional batch gives the free
+// leases a (and a.more) owner us, epoch+1, each conditioned on the version
+// the decision saw. It reports false after a lost compare-and-swap.
+func (s *Store) acquireFree(ctx context.Context, a action) bool {
+	if len(a.more) == 0 {
+		return s.acquire(ctx, a)
+	}
+	m := s.meta.Load()
+	all := append([]action{a}, a.more...)
+	docs := make([]leaseDoc, len(all))
+	b := s.c.NewTransactionalBatch(m.pk)
+	for k, la := range all {
+		docs[k] = s.acquiredDoc(la.doc)
+		body, err := encodeDoc(docs[k], m.pkProp, s.opts.PartitionKeyValue)
+		if err != nil {
+			s.log.Error("encode lease", zap.Error(err))
+			return true
+		}
+		le := la.etag
+		b.ReplaceItem(docs[k].ID, body, &azcosmos.TransactionalBatchItemOptions{IfMatchETag: &le})
+	}
+	resp, err := s.c.ExecuteTransactionalBatch(ctx, b, nil)
+	if err != nil {
+		s.lostRace(ctx, a, err)
+		return false
+	}
+	if !resp.Success {
+		s.lostBatch(ctx, all, resp.OperationResults, 0)
+		return false
+	}
+	s.installAcquired(docs, resp.OperationResults, 0)
+	return true
+}
+
+// lostBatch handles a failed balancing batch whose operations from off on
+// are the leases all: back off and re-read the leases whose condition
+// failed.
+func (s *Store) lostBatch(ctx context.Context, all []action, results []azcosmos.TransactionalBatchResult, off int) {
+	s.mu.Lock()
+	s.backoffLocked()
+	s.mu.Unlock()
+	for k, r := range results {
+		if k >= off && k < off+len(all) && r.StatusCode == http.StatusPreconditionFailed {
+			_ = s.refreshLease(ctx, all[k-off].idx)
+		}
+	}
+}
+
+// installAcquired applies and installs the lease documents docs that a
+// successful batch wrote (their results from off on).
+func (s *Store) installAcquired(docs []leaseDoc, results []azcosmos.TransactionalBatchResult, off int) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, d := range docs {
+		s.applyLeaseLocked(d, results[k+off].ETag)
+		if !s.installLocked(d, now) {
+			s.log.Warn("acquired lease after the heartbeat deadline; not using it", zap.Int("lease", d.Index))
+		}
+	}
+}
+
+// backoffLeft is how long the backoff still runs (at least a millisecond).
+func (s *Store) backoffLeft() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return max(time.Until(s.backoffUntil), 0) + time.Millisecond
 }
 
 // acquiredDoc is d as written when we acquire it.
@@ -319,8 +421,9 @@ func (s *Store) acquiredDoc(d leaseDoc) leaseDoc {
 // takeOver performs actTakeOver: one transactional batch rewrites (or
 // creates) the dead owner's heartbeat document as "expired", conditioned
 // on the version judged dead, and gives each of its leases owner us,
-// epoch+1, each conditioned on the version the decision saw.
-func (s *Store) takeOver(ctx context.Context, a action) {
+// epoch+1, each conditioned on the version the decision saw. It reports
+// false when the batch lost.
+func (s *Store) takeOver(ctx context.Context, a action) bool {
 	m := s.meta.Load()
 	od := *a.owner
 	od.Seq++
@@ -328,7 +431,7 @@ func (s *Store) takeOver(ctx context.Context, a action) {
 	obody, err := encodeDoc(od, m.pkProp, s.opts.PartitionKeyValue)
 	if err != nil {
 		s.log.Error("encode heartbeat", zap.Error(err))
-		return
+		return true
 	}
 	b := s.c.NewTransactionalBatch(m.pk)
 	if a.ownerETag == "" {
@@ -344,7 +447,7 @@ func (s *Store) takeOver(ctx context.Context, a action) {
 		body, err := encodeDoc(docs[k], m.pkProp, s.opts.PartitionKeyValue)
 		if err != nil {
 			s.log.Error("encode lease", zap.Error(err))
-			return
+			return true
 		}
 		le := la.etag
 		b.ReplaceItem(docs[k].ID, body, &azcosmos.TransactionalBatchItemOptions{IfMatchETag: &le})
@@ -352,33 +455,21 @@ func (s *Store) takeOver(ctx context.Context, a action) {
 	resp, err := s.c.ExecuteTransactionalBatch(ctx, b, nil)
 	if err != nil {
 		s.lostRace(ctx, a, err)
-		return
+		return false
 	}
 	if !resp.Success {
-		s.mu.Lock()
-		s.backoffLocked()
-		s.mu.Unlock()
-		for k, r := range resp.OperationResults {
-			if k > 0 && k <= len(all) && r.StatusCode == http.StatusPreconditionFailed {
-				_ = s.refreshLease(ctx, all[k-1].idx)
-			}
-		}
+		s.lostBatch(ctx, all, resp.OperationResults, 1)
 		s.log.Debug("take-over lost", zap.String("owner", od.Replica))
-		return
+		return false
 	}
-	now := time.Now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if mv := s.members[od.Replica]; mv == nil || mv.etag == a.ownerETag {
-		s.members[od.Replica] = &memberView{doc: od, etag: resp.OperationResults[0].ETag, changedAt: now}
+		s.members[od.Replica] = &memberView{doc: od, etag: resp.OperationResults[0].ETag, changedAt: time.Now()}
 	}
-	for k, d := range docs {
-		s.applyLeaseLocked(d, resp.OperationResults[k+1].ETag)
-		if !s.installLocked(d, now) {
-			s.log.Warn("acquired lease after the heartbeat deadline; not using it", zap.Int("lease", d.Index))
-		}
-	}
+	s.mu.Unlock()
+	s.installAcquired(docs, resp.OperationResults, 1)
 	s.log.Info("took over leases of a dead replica", zap.String("owner", od.Replica), zap.Int("leases", len(docs)))
+	return true
 }
 
 // lostRace handles a failed write of the balancer.

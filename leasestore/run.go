@@ -167,7 +167,7 @@ func (s *Store) ensureMeta(ctx context.Context) (*meta, error) {
 
 // setup: container metadata, initial read of the lease partition (its
 // change feed from the beginning, which also positions the watch), lease
-// documents, heartbeat registration.
+// documents, heartbeat registration, and a read of the feed's news.
 func (s *Store) setup(ctx context.Context) error {
 	if _, err := s.ensureMeta(ctx); err != nil {
 		return err
@@ -181,7 +181,17 @@ func (s *Store) setup(ctx context.Context) error {
 	if err := s.retry(ctx, "create leases", func() error { return s.ensureLeases(ctx) }); err != nil {
 		return err
 	}
-	return s.retry(ctx, "register", func() error { return s.register(ctx) })
+	if err := s.retry(ctx, "register", func() error { return s.register(ctx) }); err != nil {
+		return err
+	}
+	// Lease documents that another replica created first were re-read one
+	// by one, later than the heartbeats of the initial read: read the feed
+	// on, so that the first balancing round does not plan from leases
+	// naming owners it has not seen yet.
+	return s.retry(ctx, "catch-up read", func() error {
+		_, err := s.pollFeed(ctx)
+		return err
+	})
 }
 
 // ensureLeases creates missing lease documents (409: another replica did)

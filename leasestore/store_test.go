@@ -99,6 +99,9 @@ func TestStoppedStoreLeasesTakenAfterExpiry(t *testing.T) {
 	victims := heldBy(holders(before), c.name)
 	require.NotEmpty(t, victims)
 
+	// The check below measures from c's last heartbeat replace: let it
+	// write one (balancing can end before its first).
+	require.Eventually(t, func() bool { return !lastHeartbeat(e.rec.snapshot(), "c").IsZero() }, generous, time.Millisecond)
 	c.stop() // no Release: its documents keep naming it
 	stopped := time.Now()
 	e.log.waitFor(t, generous, "c's leases moved to a and b", balanced(16, names(a, b)...))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/durable/history"
@@ -39,6 +41,9 @@ type journal struct {
 type turnSpan struct {
 	replica    string
 	from, till time.Time
+	// owned: the replica owned the instance's slot when the fetch
+	// returned.
+	owned bool
 }
 
 func newJournal() *journal {
@@ -115,6 +120,15 @@ func startReplica(t *testing.T, cfg Config, name string, j *journal, loops int, 
 func startReplicaLocking(t *testing.T, cfg Config, name string, j *journal, loops int, work, orchLock time.Duration) *replica {
 	t.Helper()
 	cfg.ReplicaID = name
+	if os.Getenv("DURAFEED_TEST_LOG") != "" {
+		// Lease and engine logs of every replica, named by test and
+		// replica, for diagnosing a failure.
+		lc := zap.NewDevelopmentConfig()
+		lc.Level = zap.NewAtomicLevelAt(zap.InfoLevel)
+		if l, err := lc.Build(); err == nil {
+			cfg.Logger = l.Named(t.Name() + "/" + name)
+		}
+	}
 	p, err := New(context.Background(), cfg)
 	require.NoError(t, err)
 	r := &replica{name: name, p: p, j: j, work: work, orchLock: orchLock}
@@ -150,6 +164,7 @@ func (r *replica) orchLoop(ctx context.Context) {
 			continue
 		}
 		from := time.Now()
+		owned := r.p.ev.isOwned(slotOf(item.Instance))
 		turn := r.plan(item)
 		till := time.Now()
 		if err := r.p.AckOrchestrationItem(ctx, item.LockToken, turn); err != nil {
@@ -160,7 +175,7 @@ func (r *replica) orchLoop(ctx context.Context) {
 		}
 		r.turns.Add(1)
 		r.j.mu.Lock()
-		r.j.turns[item.Instance] = append(r.j.turns[item.Instance], turnSpan{replica: r.name, from: from, till: till})
+		r.j.turns[item.Instance] = append(r.j.turns[item.Instance], turnSpan{replica: r.name, from: from, till: till, owned: owned})
 		if turn.Metadata.Status == durable.StatusCompleted {
 			r.j.completed[item.Instance] = true
 		}
@@ -575,21 +590,19 @@ func TestFanOutSpreadsActivities(t *testing.T) {
 	j.mu.Lock()
 	require.Empty(t, j.problems)
 	j.mu.Unlock()
-	owner := ""
-	for _, r := range rs {
-		if r.p.ev.isOwned(slotOf("fan")) {
-			owner = r.name
-		}
+	// Every turn was taken by the replica owning the slot at the time (a
+	// loaded machine may move the lease once, by expiry or balancing).
+	j.mu.Lock()
+	for _, sp := range j.turns["fan"] {
+		require.True(t, sp.owned, "a turn by %s at %v, which did not own the slot", sp.replica, sp.from)
 	}
+	j.mu.Unlock()
 	var total int64
 	for _, r := range rs {
 		t.Logf("replica %s: %d activities, %d orchestration turns, hint scans %d, hints written %d", r.name, r.acts.Load(), r.turns.Load(),
 			r.p.ev.stats.hintScans.Load(), r.p.ev.stats.hintsWritten.Load())
 		total += r.acts.Load()
 		require.GreaterOrEqual(t, r.acts.Load(), int64(n/5), "replica %s executes at least 20%% of the activities", r.name)
-		if r.name != owner {
-			require.Zero(t, r.turns.Load(), "orchestration turns stay with the slot owner %s", owner)
-		}
 	}
 	require.Equal(t, int64(n), total)
 }
@@ -782,7 +795,9 @@ func TestLateFirstFeedReadLosesNothing(t *testing.T) {
 	cfg.SafetySweepInterval = time.Hour
 	cfg.joinEagerly = true
 	p := openProvider(t, cfg)
-	require.Equal(t, SlotCount, ownedCount(p), "New joined and owns every slot")
+	// New waits for the share a bounded time; a loaded machine may need
+	// longer.
+	require.Eventually(t, func() bool { return ownedCount(p) == SlotCount }, 10*time.Second, 5*time.Millisecond, "New joined and owns every slot")
 
 	// Past the old timer's catch-up, before any reader has read.
 	time.Sleep(1500 * time.Millisecond)
