@@ -167,7 +167,8 @@ type Config struct {
 	// independent lease namespaces on one container).
 	leasePartition string
 	// joinEagerly makes New join dispatch at once instead of at the first
-	// FetchOrchestrationItem (tests).
+	// FetchOrchestrationItem, and wait until the replica owns its share
+	// and has caught up on it (tests).
 	joinEagerly bool
 	// noHeads turns lockFromHeads off (tests of the other fetch paths).
 	noHeads bool

@@ -105,6 +105,10 @@ type session struct {
 	// timeout sees the work already queued.
 	ready     chan struct{}
 	readyOnce sync.Once
+	// shared is closed when the share and catch-up condition of ready
+	// holds (never by the readyWait timer).
+	shared     chan struct{}
+	sharedOnce sync.Once
 }
 
 // Per-slot bounds of the hubs (wakeup.Options.MaxPendingPerSlot): a slot
@@ -282,7 +286,7 @@ func (e *engine) joined() <-chan struct{} {
 }
 
 func (e *engine) startSession() (*session, error) {
-	s := &session{catchKick: make(chan struct{}, 1), hintKick: make(chan struct{}, 1), ready: make(chan struct{}),
+	s := &session{catchKick: make(chan struct{}, 1), hintKick: make(chan struct{}, 1), ready: make(chan struct{}), shared: make(chan struct{}),
 		unpinned: map[string]wakeup.Set{}}
 	s.owned.Store(&wakeup.Set{})
 	so := leasestore.Options{
@@ -862,7 +866,8 @@ func (e *engine) catchupLoop(s *session) {
 const readyWait = 3 * time.Second
 
 // checkReady closes ready once no catch-up is pending and this replica
-// owns at least its fair share of the leases.
+// owns at least the smallest share balancing leaves a replica
+// (floor(leases/members), within one lease of even, at least one).
 func (e *engine) checkReady(s *session) {
 	s.mu.Lock()
 	pending := !s.catchup.Intersect(*s.owned.Load()).IsEmpty()
@@ -871,11 +876,30 @@ func (e *engine) checkReady(s *session) {
 		return
 	}
 	members := max(len(s.store.Members()), 1)
-	fair := (e.cfg.LeaseBlocks + members - 1) / members
+	fair := max(e.cfg.LeaseBlocks/members, 1)
 	if len(s.store.Owned()) >= fair {
 		s.readyOnce.Do(func() { close(s.ready) })
+		s.sharedOnce.Do(func() { close(s.shared) })
 	}
 }
+
+// awaitShare waits for the session's first lease share and its catch-up
+// like awaitReady, but bounded by shareWait instead of readyWait (tests
+// on a loaded machine).
+func (s *session) awaitShare(ctx context.Context) {
+	t := time.NewTimer(shareWait)
+	defer t.Stop()
+	select {
+	case <-s.shared:
+	case <-t.C:
+	case <-ctx.Done():
+	case <-s.ctx.Done():
+	}
+}
+
+// shareWait bounds awaitShare: checkReady runs after each catch-up, so a
+// share reached only by the others' leaving or dying is not noticed.
+const shareWait = 30 * time.Second
 
 // awaitReady waits (bounded by readyWait) for the session's first lease
 // share and its catch-up.

@@ -320,8 +320,15 @@ func requireBalanced(t *testing.T, rs ...*replica) {
 		}
 		return hi - lo
 	}
-	require.Eventually(t, func() bool { return spread() <= per }, 5*time.Second, 5*time.Millisecond,
-		"slots balanced to within one block (spread %d slots)", spread())
+	// Balancing takes a few watch reads and writes per stolen lease; a
+	// loaded -race run stretches each of them.
+	deadline := time.Now().Add(15 * time.Second)
+	last := spread()
+	for last > per && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		last = spread()
+	}
+	require.LessOrEqual(t, last, per, "slots balanced to within one block")
 }
 
 // heartbeatSeq returns the sequence number of replica's heartbeat

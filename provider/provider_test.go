@@ -75,7 +75,9 @@ func testConfig(container string) Config {
 func eventConfig(container string) Config {
 	c := testConfig(container)
 	c.Mode = ModeEventDriven
-	c.LeaseExpiry, c.HeartbeatInterval = 2*time.Second, 400*time.Millisecond
+	// Short, yet long enough that a replica of a loaded -race run (two
+	// packages on 2 cores) keeps heartbeating in time.
+	c.LeaseExpiry, c.HeartbeatInterval = 3*time.Second, 600*time.Millisecond
 	c.WatchActiveDelay, c.WatchIdleCeiling = 10*time.Millisecond, 100*time.Millisecond
 	c.FeedActiveDelay, c.FeedIdleCeiling = 10*time.Millisecond, 250*time.Millisecond
 	c.SafetySweepInterval = 5 * time.Second
