@@ -272,8 +272,9 @@
 // replica, and all of them when the replica leaves dispatch.
 //
 // The first fetch of a session waits (at most 3 s) until the replica owns
-// its share and has run the catch-up, so a zero poll timeout still sees
-// queued work.
+// its share (the smallest a balanced group leaves a replica:
+// floor(leases/replicas)) and has run the catch-up, so a zero poll timeout
+// still sees queued work.
 //
 // Newly owned slots: on a lease acquired, one catch-up query (all blocks
 // acquired together, one cross-partition query) signals every queue
