@@ -349,19 +349,11 @@ func (s *Store) acquireFree(ctx context.Context, a action) bool {
 	if len(a.more) == 0 {
 		return s.acquire(ctx, a)
 	}
-	m := s.meta.Load()
+	b := s.c.NewTransactionalBatch(s.meta.Load().pk)
 	all := append([]action{a}, a.more...)
-	docs := make([]leaseDoc, len(all))
-	b := s.c.NewTransactionalBatch(m.pk)
-	for k, la := range all {
-		docs[k] = s.acquiredDoc(la.doc)
-		body, err := encodeDoc(docs[k], m.pkProp, s.opts.PartitionKeyValue)
-		if err != nil {
-			s.log.Error("encode lease", zap.Error(err))
-			return true
-		}
-		le := la.etag
-		b.ReplaceItem(docs[k].ID, body, &azcosmos.TransactionalBatchItemOptions{IfMatchETag: &le})
+	docs, ok := s.batchAcquisitions(&b, all)
+	if !ok {
+		return true
 	}
 	resp, err := s.c.ExecuteTransactionalBatch(ctx, b, nil)
 	if err != nil {
@@ -374,6 +366,26 @@ func (s *Store) acquireFree(ctx context.Context, a action) bool {
 	}
 	s.installAcquired(docs, resp.OperationResults, 0)
 	return true
+}
+
+// batchAcquisitions adds to b, for each of all, the replace that makes
+// its lease ours (owner us, epoch+1) conditioned on the version the
+// decision saw, and returns the documents written. ok is false when one
+// cannot be encoded (logged; nothing to send).
+func (s *Store) batchAcquisitions(b *azcosmos.TransactionalBatch, all []action) (docs []leaseDoc, ok bool) {
+	m := s.meta.Load()
+	docs = make([]leaseDoc, len(all))
+	for k, la := range all {
+		docs[k] = s.acquiredDoc(la.doc)
+		body, err := encodeDoc(docs[k], m.pkProp, s.opts.PartitionKeyValue)
+		if err != nil {
+			s.log.Error("encode lease", zap.Error(err))
+			return nil, false
+		}
+		le := la.etag
+		b.ReplaceItem(docs[k].ID, body, &azcosmos.TransactionalBatchItemOptions{IfMatchETag: &le})
+	}
+	return docs, true
 }
 
 // lostBatch handles a failed balancing batch whose operations from off on
@@ -441,16 +453,9 @@ func (s *Store) takeOver(ctx context.Context, a action) bool {
 		b.ReplaceItem(od.ID, obody, &azcosmos.TransactionalBatchItemOptions{IfMatchETag: &oe})
 	}
 	all := append([]action{a}, a.more...)
-	docs := make([]leaseDoc, len(all))
-	for k, la := range all {
-		docs[k] = s.acquiredDoc(la.doc)
-		body, err := encodeDoc(docs[k], m.pkProp, s.opts.PartitionKeyValue)
-		if err != nil {
-			s.log.Error("encode lease", zap.Error(err))
-			return true
-		}
-		le := la.etag
-		b.ReplaceItem(docs[k].ID, body, &azcosmos.TransactionalBatchItemOptions{IfMatchETag: &le})
+	docs, ok := s.batchAcquisitions(&b, all)
+	if !ok {
+		return true
 	}
 	resp, err := s.c.ExecuteTransactionalBatch(ctx, b, nil)
 	if err != nil {

@@ -172,6 +172,26 @@ func TestReleaseHandsOffWithinOneSecond(t *testing.T) {
 	require.Eventually(t, func() bool { return fmt.Sprint(a.s.Members()) == "[a b]" }, generous, 10*time.Millisecond)
 }
 
+// TestFirstStoreAcquiresInOneBatch: a store alone with free leases takes
+// them all in one transactional batch, not one write per lease.
+func TestFirstStoreAcquiresInOneBatch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.start("a", nil)
+	e.log.waitFor(t, generous, "a holds every lease", balanced(16, names(a)...))
+	batches, leaseWrites := 0, 0
+	for _, w := range e.rec.snapshot() {
+		switch {
+		case w.op == cosmosemu.OpBatch:
+			batches++
+		case w.op == cosmosemu.OpReplace && strings.HasPrefix(w.doc, leaseIDPrefix):
+			leaseWrites++
+		}
+	}
+	require.Equal(t, 1, batches, "one batch took the free leases")
+	require.Zero(t, leaseWrites, "no lease written on its own")
+}
+
 func TestJoinGetsShareWithinTwoHeartbeats(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
