@@ -350,42 +350,41 @@ func (s *Store) acquireFree(ctx context.Context, a action) bool {
 		return s.acquire(ctx, a)
 	}
 	b := s.c.NewTransactionalBatch(s.meta.Load().pk)
-	all := append([]action{a}, a.more...)
-	docs, ok := s.batchAcquisitions(&b, all)
-	if !ok {
-		return true
-	}
-	resp, err := s.c.ExecuteTransactionalBatch(ctx, b, nil)
-	if err != nil {
-		s.lostRace(ctx, a, err)
-		return false
-	}
-	if !resp.Success {
-		s.lostBatch(ctx, all, resp.OperationResults, 0)
-		return false
-	}
-	s.installAcquired(docs, resp.OperationResults, 0)
-	return true
+	_, _, lost := s.acquireInBatch(ctx, &b, a, 0)
+	return !lost
 }
 
-// batchAcquisitions adds to b, for each of all, the replace that makes
-// its lease ours (owner us, epoch+1) conditioned on the version the
-// decision saw, and returns the documents written. ok is false when one
-// cannot be encoded (logged; nothing to send).
-func (s *Store) batchAcquisitions(b *azcosmos.TransactionalBatch, all []action) (docs []leaseDoc, ok bool) {
+// acquireInBatch appends to b, after its off operations, for a and each of
+// a.more the replace that makes the lease ours (owner us, epoch+1)
+// conditioned on the version the decision saw; executes b; and installs
+// the leases when it commits. lost reports a lost compare-and-swap (after
+// the backoff and re-reads); neither committed nor lost means nothing was
+// sent (a document that cannot be encoded, logged).
+func (s *Store) acquireInBatch(ctx context.Context, b *azcosmos.TransactionalBatch, a action, off int) (resp azcosmos.TransactionalBatchResponse, committed, lost bool) {
 	m := s.meta.Load()
-	docs = make([]leaseDoc, len(all))
+	all := append([]action{a}, a.more...)
+	docs := make([]leaseDoc, len(all))
 	for k, la := range all {
 		docs[k] = s.acquiredDoc(la.doc)
 		body, err := encodeDoc(docs[k], m.pkProp, s.opts.PartitionKeyValue)
 		if err != nil {
 			s.log.Error("encode lease", zap.Error(err))
-			return nil, false
+			return resp, false, false
 		}
 		le := la.etag
 		b.ReplaceItem(docs[k].ID, body, &azcosmos.TransactionalBatchItemOptions{IfMatchETag: &le})
 	}
-	return docs, true
+	resp, err := s.c.ExecuteTransactionalBatch(ctx, *b, nil)
+	if err != nil {
+		s.lostRace(ctx, a, err)
+		return resp, false, true
+	}
+	if !resp.Success {
+		s.lostBatch(ctx, all, resp.OperationResults, off)
+		return resp, false, true
+	}
+	s.installAcquired(docs, resp.OperationResults, off)
+	return resp, true, false
 }
 
 // lostBatch handles a failed balancing batch whose operations from off on
@@ -452,28 +451,20 @@ func (s *Store) takeOver(ctx context.Context, a action) bool {
 		oe := a.ownerETag
 		b.ReplaceItem(od.ID, obody, &azcosmos.TransactionalBatchItemOptions{IfMatchETag: &oe})
 	}
-	all := append([]action{a}, a.more...)
-	docs, ok := s.batchAcquisitions(&b, all)
-	if !ok {
-		return true
-	}
-	resp, err := s.c.ExecuteTransactionalBatch(ctx, b, nil)
-	if err != nil {
-		s.lostRace(ctx, a, err)
-		return false
-	}
-	if !resp.Success {
-		s.lostBatch(ctx, all, resp.OperationResults, 1)
+	resp, committed, lost := s.acquireInBatch(ctx, &b, a, 1)
+	if lost {
 		s.log.Debug("take-over lost", zap.String("owner", od.Replica))
 		return false
+	}
+	if !committed {
+		return true
 	}
 	s.mu.Lock()
 	if mv := s.members[od.Replica]; mv == nil || mv.etag == a.ownerETag {
 		s.members[od.Replica] = &memberView{doc: od, etag: resp.OperationResults[0].ETag, changedAt: time.Now()}
 	}
 	s.mu.Unlock()
-	s.installAcquired(docs, resp.OperationResults, 1)
-	s.log.Info("took over leases of a dead replica", zap.String("owner", od.Replica), zap.Int("leases", len(docs)))
+	s.log.Info("took over leases of a dead replica", zap.String("owner", od.Replica), zap.Int("leases", 1+len(a.more)))
 	return true
 }
 

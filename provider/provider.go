@@ -111,7 +111,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		if cfg.joinEagerly {
 			if s := ev.join(); s != nil {
 				// Tests expect the share at once, however loaded the
-				// machine: no readyWait bound.
+				// machine: bounded by shareWait, not readyWait.
 				s.awaitShare(ctx)
 			}
 		}
