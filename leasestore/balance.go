@@ -323,15 +323,13 @@ func (s *Store) backoffLocked() {
 	s.backoffUntil = time.Now().Add(d)
 }
 
-// acquire performs actClaim, and actAcquire of a single lease: the lease
-// document gets owner us, epoch+1. It reports false after a lost
-// compare-and-swap.
-func (s *Store) acquire(ctx context.Context, a action) bool {
+// acquire performs actClaim: the lease document naming us gets epoch+1.
+func (s *Store) acquire(ctx context.Context, a action) {
 	doc := s.acquiredDoc(a.doc)
 	etag, err := s.replaceLease(ctx, doc, a.etag)
 	if err != nil {
 		s.lostRace(ctx, a, err)
-		return false
+		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -339,16 +337,12 @@ func (s *Store) acquire(ctx context.Context, a action) bool {
 	if !s.installLocked(doc, time.Now()) {
 		s.log.Warn("acquired lease after the heartbeat deadline; not using it", zap.Int("lease", a.idx))
 	}
-	return true
 }
 
 // acquireFree performs actAcquire: one transactional batch gives the free
 // leases a (and a.more) owner us, epoch+1, each conditioned on the version
 // the decision saw. It reports false after a lost compare-and-swap.
 func (s *Store) acquireFree(ctx context.Context, a action) bool {
-	if len(a.more) == 0 {
-		return s.acquire(ctx, a)
-	}
 	b := s.c.NewTransactionalBatch(s.meta.Load().pk)
 	_, _, lost := s.acquireInBatch(ctx, &b, a, 0)
 	return !lost
@@ -380,39 +374,26 @@ func (s *Store) acquireInBatch(ctx context.Context, b *azcosmos.TransactionalBat
 		return resp, false, true
 	}
 	if !resp.Success {
-		s.lostBatch(ctx, all, resp.OperationResults, off)
+		s.mu.Lock()
+		s.backoffLocked()
+		s.mu.Unlock()
+		for k, la := range all {
+			if i := off + k; i < len(resp.OperationResults) && resp.OperationResults[i].StatusCode == http.StatusPreconditionFailed {
+				_ = s.refreshLease(ctx, la.idx)
+			}
+		}
 		return resp, false, true
 	}
-	s.installAcquired(docs, resp.OperationResults, off)
-	return resp, true, false
-}
-
-// lostBatch handles a failed balancing batch whose operations from off on
-// are the leases all: back off and re-read the leases whose condition
-// failed.
-func (s *Store) lostBatch(ctx context.Context, all []action, results []azcosmos.TransactionalBatchResult, off int) {
-	s.mu.Lock()
-	s.backoffLocked()
-	s.mu.Unlock()
-	for k, r := range results {
-		if k >= off && k < off+len(all) && r.StatusCode == http.StatusPreconditionFailed {
-			_ = s.refreshLease(ctx, all[k-off].idx)
-		}
-	}
-}
-
-// installAcquired applies and installs the lease documents docs that a
-// successful batch wrote (their results from off on).
-func (s *Store) installAcquired(docs []leaseDoc, results []azcosmos.TransactionalBatchResult, off int) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, d := range docs {
-		s.applyLeaseLocked(d, results[k+off].ETag)
+		s.applyLeaseLocked(d, resp.OperationResults[off+k].ETag)
 		if !s.installLocked(d, now) {
 			s.log.Warn("acquired lease after the heartbeat deadline; not using it", zap.Int("lease", d.Index))
 		}
 	}
+	return resp, true, false
 }
 
 // backoffLeft is how long the backoff still runs (at least a millisecond).
