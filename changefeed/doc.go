@@ -110,8 +110,24 @@
 //     skips the request (waiting for such a read still in flight rather
 //     than duplicating it), then counts its next pause from that read.
 //     The leases of one idle partition thus cost one read per pause
-//     between them, not one each; a woken reader never skips.
-//     Stats.SkippedReads counts the requests saved.
+//     between them, not one each; a woken reader relies only on reads
+//     begun after it was woken. Stats.SkippedReads counts the requests
+//     saved.
+//   - Shared reads (Options.SeparateReads turns them off): when the
+//     partition did change, the reader whose turn it is reads the span of
+//     all the Processor's leases that lie side by side in it, starting at
+//     its own position, which is the lowest of the span's (a reader never
+//     widens its read over a position behind its own, so one stuck on a
+//     failing batch holds no one back). It keeps its own documents and
+//     leaves the page for the others, which take the documents in their
+//     ranges past their own positions and move to the page's end, waking
+//     at once if it holds changes for them. A change therefore costs one
+//     read however many of the Processor's leases its partition holds: on
+//     a container with a single physical partition, the common small
+//     case, eight leases cost what one does. Each lease keeps its own
+//     position, checkpoint and handler calls; a page's documents are told
+//     apart by their EPKs, computed from the container's partition key
+//     definition (read once). Stats.SharedPages counts the reads saved.
 //
 // Options.Filter drops documents the handler ignores before it is called;
 // a page of only such documents is neither handed over nor checkpointed

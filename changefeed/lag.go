@@ -87,7 +87,7 @@ func (p *Processor) Lag(ctx context.Context) ([]RangeLag, error) {
 			}
 			probedEmpty := false
 			if !ok || now.Sub(ob.at) > stale {
-				rr, err := p.readPage(ctx, nil, rid, pos, 1)
+				rr, err := p.readPage(ctx, nil, rid, pos, 1, false)
 				if err != nil {
 					if ctx.Err() != nil {
 						return nil, ctx.Err()

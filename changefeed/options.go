@@ -97,6 +97,17 @@ type Options struct {
 	// counts from the reader's own last change. Zero (the default) or
 	// negative: no hold.
 	WarmHold time.Duration
+	// SeparateReads makes every lease read its own range alone. By
+	// default the leases of one Processor that lie side by side in one
+	// physical partition share reads: the reader whose position is the
+	// lowest reads their whole span once, and the others take their
+	// changes from that page (each keeping its own position and
+	// checkpoint) instead of reading again, so a change costs one read
+	// however many of the Processor's leases its partition holds. Sharing
+	// needs the container's partition key definition (read once) to tell
+	// the documents of one lease from another's; until it is known, or if
+	// a document's key cannot be computed, leases read alone.
+	SeparateReads bool
 	// Jitter is the fraction, in [0, 1), by which idle pauses are randomly
 	// shortened. Zero means DefaultJitter; a negative value disables
 	// jitter.

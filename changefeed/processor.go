@@ -72,6 +72,13 @@ type Processor struct {
 	partMu sync.Mutex
 	parts  map[epk.Range]*partState // by physical partition
 
+	// The container's partition key definition, for shared reads (see
+	// keys): known, given up on, or last tried at.
+	keyMu    sync.Mutex
+	key      *keyDef
+	keyOff   bool
+	keyTried time.Time
+
 	mu      sync.Mutex
 	readers map[*reader]struct{}
 	latest  map[string]*reader // by lease ID: the most recent reader
@@ -197,8 +204,10 @@ func (p *Processor) Wake(r Range) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	now := p.opts.Clock.Now().UnixNano()
 	for rd := range p.readers {
 		if overlaps(rd.rng, r) {
+			rd.wokenAt.Store(now)
 			select {
 			case rd.wake <- struct{}{}:
 			default:
@@ -226,6 +235,7 @@ func (p *Processor) snapBack(from *reader) {
 		}
 		rd.restarted.Store(now)
 		rd.restart.Store(true)
+		rd.wokenAt.Store(now)
 		select {
 		case rd.wake <- struct{}{}:
 		default:
@@ -234,9 +244,11 @@ func (p *Processor) snapBack(from *reader) {
 }
 
 // partState is what the processor knows of one physical partition: the
-// latest observation of its LSN, and the read of it in flight, if any.
+// latest observation of its LSN, the latest shared page, and the read of
+// it in flight, if any.
 type partState struct {
 	ob       observation
+	page     *sharedPage
 	flight   chan struct{} // closed when the read in flight ends; nil: none
 	flightAt time.Time
 	flightBy *reader
@@ -255,12 +267,16 @@ func (p *Processor) partLocked(phys epk.Range) *partState {
 
 // beginRead registers a read of physical partition phys by `by` starting
 // at `at`. It returns the channel to pass to endRead, or nil when another
-// read of the partition is already in flight.
+// read of the partition is already in flight (a flight `by` claimed in
+// fromOthers is its own).
 func (p *Processor) beginRead(phys epk.Range, by *reader, at time.Time) chan struct{} {
 	p.partMu.Lock()
 	defer p.partMu.Unlock()
 	st := p.partLocked(phys)
 	if st.flight != nil {
+		if by != nil && st.flightBy == by {
+			return st.flight // claimed by fromOthers for this read
+		}
 		return nil
 	}
 	st.flight, st.flightAt, st.flightBy = make(chan struct{}), at, by
@@ -268,13 +284,16 @@ func (p *Processor) beginRead(phys epk.Range, by *reader, at time.Time) chan str
 }
 
 // endRead ends a read begun by beginRead (flight may be nil) and records
-// what it observed, if anything.
-func (p *Processor) endRead(phys epk.Range, flight chan struct{}, ob *observation) {
+// what it observed and the page it shares, if anything.
+func (p *Processor) endRead(phys epk.Range, flight chan struct{}, ob *observation, pg *sharedPage) {
 	p.partMu.Lock()
 	defer p.partMu.Unlock()
 	st := p.partLocked(phys)
 	if ob != nil && !st.ob.at.After(ob.at) {
 		st.ob = *ob
+	}
+	if pg != nil && (st.page == nil || !st.page.at.After(pg.at)) {
+		st.page = pg
 	}
 	if flight != nil && st.flight == flight {
 		close(flight)
@@ -282,52 +301,79 @@ func (p *Processor) endRead(phys epk.Range, flight chan struct{}, ob *observatio
 	}
 }
 
-// unchanged reports whether reader r's read of pos would find nothing new
-// because a read of its physical partition by another reader of this
-// processor (or a Lag probe) began at or after since and found the
-// partition's latest LSN no later than pos's continuation: then nothing
-// beyond pos existed when that read began, and pos need not be read until
-// the next pause. If such a read is still in flight, unchanged waits for
-// its answer rather than read the partition a second time. It returns the
-// observation relied on. A read of any sub-range reports the LSN of its
-// whole partition, so the readers of the leases of one physical partition
-// take turns reading it while it is idle: one read per pause per partition
-// instead of one per lease. Unknown or unparsable positions are never
-// skipped; nor is anything when the service's continuations do not advance
-// with the partition's LSN (the readers then read as if alone).
-func (p *Processor) unchanged(ctx context.Context, r *reader, pos position, since time.Time) (observation, bool) {
+// window is which reads may stand in for a reader's next one: those begun
+// since its previous cycle began and strictly after it was last woken.
+type window struct{ since, woken time.Time }
+
+func (w window) admits(at time.Time) bool {
+	return !at.IsZero() && !at.Before(w.since) && at.After(w.woken)
+}
+
+// fromOthers says what the reads of pos's physical partition made by the
+// processor's other readers (or a Lag probe) within w tell reader r
+// about pos, so that r need not read it. If such a read is still in
+// flight, it waits for its answer rather than read the partition a second
+// time. Two answers replace a read: a shared page covering pos (see
+// share.go), which gives pos's changes past its position and moves it to
+// the page's end; or an observation that the partition's latest LSN was
+// no later than pos's continuation when that read began, so nothing
+// beyond pos existed then (skip). A read of any sub-range reports the LSN
+// of its whole partition, so even leases that do not share pages take
+// turns reading an idle partition: one read per pause per partition
+// instead of one per lease. It returns the result to use and when the
+// read it comes from began. Unknown or unparsable positions always need a
+// read, as does everything when the service's continuations do not
+// advance with the partition's LSN (the readers then read as if alone).
+func (p *Processor) fromOthers(ctx context.Context, r *reader, pos position, w window) (res readResult, at time.Time, skip, ok bool, claim func()) {
 	n, ok := etagLSN(pos.etag)
 	if !ok {
-		return observation{}, false
+		return res, at, false, false, nil
 	}
 	phys, _, ok := p.physicalOf(ctx, pos.rng)
 	if !ok {
-		return observation{}, false
+		return res, at, false, false, nil
 	}
-	for waited := false; ; waited = true {
+	for waits := 0; ; waits++ {
 		p.partMu.Lock()
-		st := p.parts[phys]
-		if st == nil {
-			p.partMu.Unlock()
-			return observation{}, false
-		}
-		if fl := st.flight; fl != nil && !waited && st.flightBy != r && !st.flightAt.Before(since) {
+		st := p.partLocked(phys)
+		if fl := st.flight; fl != nil && waits < maxFlightWaits && st.flightBy != r && w.admits(st.flightAt) {
 			p.partMu.Unlock()
 			select {
 			case <-fl:
 				continue
 			case <-ctx.Done():
-				return observation{}, false
+				return res, at, false, false, nil
 			}
 		}
-		ob := st.ob
-		p.partMu.Unlock()
-		if ob.at.IsZero() || ob.by == r || ob.at.Before(since) || ob.latest > n {
-			return observation{}, false
+		ob, pg := st.ob, st.page
+		if pg != nil && pg.by != r && w.admits(pg.at) {
+			if res, ok := fromPage(pg, pos, n); ok {
+				p.partMu.Unlock()
+				return res, pg.at, false, true, nil
+			}
 		}
-		return ob, true
+		if ob.by != r && w.admits(ob.at) && ob.latest <= n {
+			p.partMu.Unlock()
+			res = readResult{pos: []position{pos}, from: pos.rng, latest: ob.latest}
+			return res, ob.at, true, true, nil
+		}
+		// r reads: claim the partition's flight now, so that a sibling
+		// whose pause ends at the same moment waits for this read instead
+		// of making its own (readPage's beginRead takes the claim over).
+		if st.flight != nil {
+			p.partMu.Unlock()
+			return res, at, false, false, nil
+		}
+		fl := make(chan struct{})
+		st.flight, st.flightAt, st.flightBy = fl, p.opts.Clock.Now(), r
+		p.partMu.Unlock()
+		return res, at, false, false, func() { p.endRead(phys, fl, nil, nil) }
 	}
 }
+
+// maxFlightWaits bounds how many reads of other readers in a row fromOthers
+// waits for before reading itself.
+const maxFlightWaits = 3
 
 // touch records activity for the warm hold. It reports whether the
 // processor was cold (no activity within WarmHold) until now; always false
@@ -429,11 +475,15 @@ type Stats struct {
 	// SkippedReads counts reads not made because another reader of the
 	// same physical partition had just found nothing new there.
 	SkippedReads int64
+	// SharedPages counts reads not made because another reader's read of
+	// a span covering the lease's range brought its changes (see
+	// Options.SeparateReads).
+	SharedPages int64
 }
 
 type counters struct {
 	reads, emptyReads, chargeMilli, batches, documents, handlerErrors, readErrors,
-	checkpoints, checkpointErrors, leasesLost, wakes, skippedReads atomic.Int64
+	checkpoints, checkpointErrors, leasesLost, wakes, skippedReads, sharedPages atomic.Int64
 }
 
 // Stats returns the processor's counters.
@@ -456,5 +506,6 @@ func (p *Processor) Stats() Stats {
 		LeasesLost:       s.leasesLost.Load(),
 		Wakes:            s.wakes.Load(),
 		SkippedReads:     s.skippedReads.Load(),
+		SharedPages:      s.sharedPages.Load(),
 	}
 }

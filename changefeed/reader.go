@@ -53,6 +53,19 @@ type reader struct {
 	pausing   atomic.Int64
 	restart   atomic.Bool
 	restarted atomic.Int64
+	// wokenAt is when Wake or a snap-back last woke the reader (unix ns):
+	// a change may have been written just before, so no read begun
+	// earlier may stand in for its next one.
+	wokenAt atomic.Int64
+	// pageWoken is the start (unix ns) of the latest shared page a
+	// sibling woke the reader for; tookPage (reader goroutine only) that
+	// of the latest page the reader took changes from. A wake for a page
+	// already taken is spurious.
+	pageWoken atomic.Int64
+	tookPage  int64
+	// seenWoken is wokenAt as the last cycle read it (reader goroutine
+	// only): a later value is a wake the reader has not acted on.
+	seenWoken int64
 }
 
 // observation is the latest LSN of a sub-range's physical partition, as a
@@ -147,13 +160,13 @@ func (r *reader) loop(ctx context.Context) (err error) {
 	for {
 		r.notePositioned()
 		r.pausing.Store(int64(delay))
-		woken, err := r.pause(ctx, delay, idle)
+		err := r.pause(ctx, delay, idle)
 		r.pausing.Store(0)
 		if err != nil {
 			return err
 		}
 		began := o.Clock.Now()
-		res, err := r.cycle(ctx, !woken)
+		res, err := r.cycle(ctx)
 		if err != nil {
 			return err
 		}
@@ -230,29 +243,35 @@ func idleDelay(o *Options, k int) time.Duration {
 	return time.Duration(d)
 }
 
-// pause waits d, or less if woken, and reports whether it was woken. A
-// read always follows, so a wake already pending is consumed by it.
-func (r *reader) pause(ctx context.Context, d time.Duration, idle bool) (bool, error) {
+// pause waits d, or less if woken. A cycle always follows, so a wake
+// already pending is consumed by it. A sibling's wake for a shared page
+// the reader has taken already (it was woken while its previous cycle
+// took the page) is ignored.
+func (r *reader) pause(ctx context.Context, d time.Duration, idle bool) error {
 	if idle {
 		d = r.p.jitter(d)
 	}
 	if d <= 0 {
 		select {
 		case <-r.wake:
-			return true, ctx.Err()
 		default:
-			return false, ctx.Err()
 		}
+		return ctx.Err()
 	}
 	t := r.p.opts.Clock.NewTimer(d)
 	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false, ctx.Err()
-	case <-r.wake:
-		return true, nil
-	case <-t.C():
-		return false, nil
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.wake:
+			if r.wokenAt.Load() == r.seenWoken && r.pageWoken.Load() <= r.tookPage {
+				continue
+			}
+			return nil
+		case <-t.C():
+			return nil
+		}
 	}
 }
 
@@ -337,7 +356,7 @@ func (r *reader) init(ctx context.Context) error {
 			i++
 			continue
 		}
-		rr, err := r.read(ctx, ps[i])
+		rr, err := r.readAlone(ctx, ps[i])
 		if err != nil {
 			return err
 		}
@@ -388,44 +407,51 @@ type cycleResult struct {
 }
 
 // cycle reads each of the lease's positions once, handing every non-empty
-// page to the handler and checkpointing after it. A position whose
-// physical partition another reader of this processor found unchanged
-// beyond the position since this reader's previous cycle began is not read
-// (see Processor.unchanged), unless mayskip is false (the reader was woken:
-// a change may have been written since).
-func (r *reader) cycle(ctx context.Context, mayskip bool) (cycleResult, error) {
+// page to the handler and checkpointing after it. A position that the
+// reads of the processor's other readers begun since this reader's
+// previous cycle began, and since it was last woken (a change may have
+// been written just before), already answer is not read: see
+// Processor.fromOthers.
+func (r *reader) cycle(ctx context.Context) (cycleResult, error) {
 	var res cycleResult
 	r.mu.Lock()
 	cur := slices.Clone(r.pos)
 	rid := r.rid
 	r.mu.Unlock()
-	since := r.lastCycle
+	w := window{since: r.lastCycle}
+	if n := r.wokenAt.Load(); n != 0 {
+		w.woken, r.seenWoken = time.Unix(0, n), n
+	}
 	r.lastCycle = r.p.opts.Clock.Now()
 	read := false
 	var oldest time.Time
 	for i := 0; i < len(cur); {
-		var ob observation
-		skip := false
-		if mayskip { // a woken reader neither skips nor waits for another read
-			ob, skip = r.p.unchanged(ctx, r, cur[i], since)
-		}
-		if skip {
-			r.p.stats.skippedReads.Add(1)
+		rr, at, skip, other, claim := r.p.fromOthers(ctx, r, cur[i], w)
+		if other {
+			if skip {
+				r.p.stats.skippedReads.Add(1)
+			} else {
+				r.p.stats.sharedPages.Add(1)
+				r.tookPage = max(r.tookPage, at.UnixNano())
+			}
 			r.mu.Lock()
-			if prev, had := r.obs[cur[i].rng]; !had || prev.at.Before(ob.at) {
-				r.obs[cur[i].rng] = ob
+			if prev, had := r.obs[cur[i].rng]; !had || prev.at.Before(at) {
+				r.obs[cur[i].rng] = observation{latest: rr.latest, at: at}
 			}
 			r.mu.Unlock()
-			if oldest.IsZero() || ob.at.Before(oldest) {
-				oldest = ob.at
+			if oldest.IsZero() || at.Before(oldest) {
+				oldest = at
 			}
-			i++
-			continue
-		}
-		read = true
-		rr, err := r.read(ctx, cur[i])
-		if err != nil {
-			return res, err
+		} else {
+			read = true
+			var err error
+			rr, err = r.read(ctx, cur[i])
+			if claim != nil {
+				claim() // ends the flight if the read did not (another partition after a split)
+			}
+			if err != nil {
+				return res, err
+			}
 		}
 		if rr.rid != "" {
 			rid = rr.rid
@@ -451,9 +477,9 @@ func (r *reader) cycle(ctx context.Context, mayskip bool) (cycleResult, error) {
 			} else if r.pendingCont != "" {
 				r.pendingCont = cont // covered by the checkpoint already due
 			}
-			if len(rr.docs) >= int(r.p.opts.MaxItemCount) {
-				res.full = true
-			}
+		}
+		if rr.more {
+			res.full = true
 		}
 		r.commit(next, rr)
 		cur = next
@@ -626,20 +652,57 @@ func (r *reader) checkpoint(ctx context.Context, cont string) error {
 	}
 }
 
-// read reads one page at pos, retrying failures with backoff (honouring the
-// service's retry-after) until it succeeds or ctx ends. Nothing is given up
-// while the lease is held: an error that retrying cannot fix (the container
-// was deleted, say) is logged at Error level at every attempt.
+// read reads one page at pos, widened over its siblings' positions when
+// reads are shared (see share.go), whose page it then publishes and whose
+// own part it returns. A widened page whose documents cannot be told
+// apart is dropped and pos read alone.
 func (r *reader) read(ctx context.Context, pos position) (readResult, error) {
+	span, wide := r.p.span(ctx, r, pos)
+	if !wide {
+		return r.readAlone(ctx, pos)
+	}
+	rr, err := r.readSpan(ctx, span, true)
+	if err != nil {
+		return rr, err
+	}
+	r.p.wakeRiders(rr.page)
+	own, err := narrow(rr, pos)
+	if err != nil {
+		r.log.Debug("changefeed: a widened read cannot be used; reading the lease's range alone", zap.Error(err))
+		return r.readAlone(ctx, pos)
+	}
+	r.observe(own)
+	return own, nil
+}
+
+// readAlone reads one page at pos alone.
+func (r *reader) readAlone(ctx context.Context, pos position) (readResult, error) {
+	rr, err := r.readSpan(ctx, pos, false)
+	if err == nil {
+		r.observe(rr)
+	}
+	return rr, err
+}
+
+// observe records the partition LSN a read of the reader's reported.
+func (r *reader) observe(rr readResult) {
+	if rr.latest >= 0 {
+		r.mu.Lock()
+		r.obs[rr.from] = observation{latest: rr.latest, at: r.p.opts.Clock.Now()}
+		r.mu.Unlock()
+	}
+}
+
+// readSpan reads one page at pos (a span to share when share is set),
+// retrying failures with backoff (honouring the service's retry-after)
+// until it succeeds or ctx ends. Nothing is given up while the lease is
+// held: an error that retrying cannot fix (the container was deleted, say)
+// is logged at Error level at every attempt.
+func (r *reader) readSpan(ctx context.Context, pos position, share bool) (readResult, error) {
 	var bo *backoff.ExponentialBackOff
 	for {
-		rr, err := r.p.readPage(ctx, r, r.currentRID(), pos, r.p.opts.MaxItemCount)
+		rr, err := r.p.readPage(ctx, r, r.currentRID(), pos, r.p.opts.MaxItemCount, share)
 		if err == nil {
-			if rr.latest >= 0 {
-				r.mu.Lock()
-				r.obs[rr.from] = observation{latest: rr.latest, at: r.p.opts.Clock.Now()}
-				r.mu.Unlock()
-			}
 			return rr, nil
 		}
 		if ctx.Err() != nil {
@@ -677,8 +740,10 @@ type readResult struct {
 	pos    []position // replacement for the position read (several after a split)
 	from   epk.Range  // the sub-range the page came from
 	docs   []json.RawMessage
+	more   bool  // the page was full: more changes follow
 	latest int64 // the partition's latest LSN, -1 if unknown
 	status int
+	page   *sharedPage // the page shared with siblings (a widened read)
 }
 
 // Change-feed request headers narrowing a read to an EPK sub-range of a
@@ -698,8 +763,10 @@ const (
 // the position to its physical partition through its routing-map cache; if
 // the partition has split it gets 410/1002, refreshes the map and reads the
 // children (each inheriting the position's continuation), which come back
-// as several positions.
-func (p *Processor) readPage(ctx context.Context, by *reader, rid string, pos position, maxItems int32) (readResult, error) {
+// as several positions. With share, pos is a span of several leases'
+// positions and the page is published for them (Processor.fromOthers)
+// before the read counts as ended.
+func (p *Processor) readPage(ctx context.Context, by *reader, rid string, pos position, maxItems int32, share bool) (readResult, error) {
 	res := readResult{latest: -1, from: pos.rng}
 	ctx, cancel := context.WithTimeout(ctx, p.opts.ReadTimeout)
 	defer cancel()
@@ -722,7 +789,7 @@ func (p *Processor) readPage(ctx context.Context, by *reader, rid string, pos po
 	var seen *observation
 	if known {
 		flight = p.beginRead(phys, by, started)
-		defer func() { p.endRead(phys, flight, seen) }()
+		defer func() { p.endRead(phys, flight, seen, res.page) }()
 	}
 	p.stats.reads.Add(1)
 	resp, err := p.container.ReadChangeFeed(ctx, o)
@@ -753,11 +820,17 @@ func (p *Processor) readPage(ctx context.Context, by *reader, rid string, pos po
 	}
 	if len(resp.Items) == 0 {
 		p.stats.emptyReads.Add(1)
-		return res, nil
+	} else {
+		res.docs = make([]json.RawMessage, len(resp.Items))
+		for i, it := range resp.Items {
+			res.docs[i] = it
+		}
+		res.more = len(resp.Items) >= int(maxItems)
 	}
-	res.docs = make([]json.RawMessage, len(resp.Items))
-	for i, it := range resp.Items {
-		res.docs[i] = it
+	if share {
+		if from, ok := etagLSN(pos.etag); ok {
+			res.page = p.newPage(by, pos.rng, from, res, res.more, started)
+		}
 	}
 	return res, nil
 }

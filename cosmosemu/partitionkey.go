@@ -35,7 +35,7 @@ func parsePKDefinition(v any) (pkDefinition, *apiError) {
 			return def, errBadRequest("The partition key path %v is invalid.", p)
 		}
 		def.Paths = append(def.Paths, s)
-		def.parsed = append(def.parsed, splitPath(s))
+		def.parsed = append(def.parsed, epk.SplitPath(s))
 	}
 	kind, _ := m["kind"].(string)
 	switch {
@@ -82,55 +82,10 @@ func (d pkDefinition) toJSON() map[string]any {
 	return m
 }
 
-// splitPath turns "/a/b" (or "/\"a b\"/c") into its property names.
-func splitPath(p string) []string {
-	var out []string
-	rest := strings.TrimPrefix(p, "/")
-	for rest != "" {
-		if rest[0] == '"' {
-			end := strings.Index(rest[1:], "\"")
-			if end < 0 {
-				out = append(out, rest[1:])
-				break
-			}
-			out = append(out, rest[1:end+1])
-			rest = strings.TrimPrefix(rest[end+2:], "/")
-			continue
-		}
-		seg, tail, _ := strings.Cut(rest, "/")
-		out = append(out, seg)
-		rest = tail
-	}
-	return out
-}
-
 // extractPK reads the partition key components from a document; a missing
 // path yields epk.Undefined, as does a value that is an object or array.
 func (d pkDefinition) extractPK(doc map[string]any) []any {
-	out := make([]any, len(d.parsed))
-	for i, segs := range d.parsed {
-		var cur any = doc
-		for _, s := range segs {
-			m, ok := cur.(map[string]any)
-			if !ok {
-				cur = epk.Undefined
-				break
-			}
-			v, ok := m[s]
-			if !ok {
-				cur = epk.Undefined
-				break
-			}
-			cur = v
-		}
-		switch cur.(type) {
-		case string, float64, bool, nil:
-		default:
-			cur = epk.Undefined
-		}
-		out[i] = cur
-	}
-	return out
+	return epk.Components(doc, d.parsed)
 }
 
 // parsePKHeader decodes x-ms-documentdb-partitionkey: a JSON array of
@@ -215,17 +170,7 @@ func (d pkDefinition) normalizeNone(components []any) []any {
 
 // epkOf computes the effective partition key of full or prefix components.
 func (d pkDefinition) epkOf(components []any) (string, *apiError) {
-	comps := components
-	allUndefined := true
-	for _, c := range comps {
-		if c != epk.Undefined {
-			allUndefined = false
-		}
-	}
-	if allUndefined {
-		comps = nil
-	}
-	e, err := epk.Compute(d.Kind, d.Version, comps)
+	e, err := epk.KeyOf(d.Kind, d.Version, components)
 	if err != nil {
 		return "", errBadRequest("Partition key provided either doesn't correspond to definition in the collection or doesn't match partition key field values specified in the document.")
 	}

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/durafeed/durafeed/internal/epk"
 )
 
 // pinnedPartitionKey finds partition key values fixed by a query's WHERE
@@ -78,7 +80,7 @@ func pinnedPartitionKey(text string, params map[string]any, def pkDefinition) ([
 	}
 	var out []any
 	for _, p := range def.Paths {
-		v, ok := found[strings.Join(splitPath(p), "/")]
+		v, ok := found[strings.Join(epk.SplitPath(p), "/")]
 		if !ok {
 			break
 		}

@@ -217,9 +217,12 @@ func TestUnregisteredVersionMovesToCapableNode(t *testing.T) {
 	env.WaitForSubscription("mv", "go", 1)
 	require.NoError(t, rtOld.Shutdown(ctx))
 	// A node that only has 2.0.0 abandons the turn; a node with 1.0.0 runs it.
+	// The abandoning node waits the default UnregisteredBackoff (1 s)
+	// between attempts: with the fast options' 20 ms it could use up the
+	// attempts before the capable node had started on a loaded machine.
 	regNew := runtime.NewRegistry()
 	runtime.RegisterOrchestrationRaw(regNew, "O", v1, runtime.WithVersion("2.0.0"))
-	start(t, p, regNew, nil)
+	start(t, p, regNew, func(o *runtime.Options) { o.UnregisteredBackoff = time.Second })
 	require.NoError(t, cli.RaiseEventRaw(ctx, "mv", "go", "x"))
 	start(t, p, regOld, nil)
 	st, err := cli.WaitForOrchestration(ctx, "mv")

@@ -288,3 +288,26 @@ func TestTruncateUTF16(t *testing.T) {
 		})
 	}
 }
+
+func TestDocumentKeys(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []string{"a", "b"}, SplitPath("/a/b"))
+	require.Equal(t, []string{"a b", "c"}, SplitPath(`/"a b"/c`))
+	require.Equal(t, []string{"pk"}, SplitPath("/pk"))
+
+	paths := [][]string{{"pk"}, {"a", "b"}}
+	doc := map[string]any{"pk": "x", "a": map[string]any{"b": 2.0}}
+	require.Equal(t, []any{"x", 2.0}, Components(doc, paths))
+	require.Equal(t, []any{Undefined, Undefined}, Components(map[string]any{"pk": []any{1.0}, "a": "flat"}, paths))
+
+	none, err := Compute(MultiHash, 2, nil)
+	require.NoError(t, err)
+	got, err := KeyOf(MultiHash, 2, []any{Undefined, Undefined})
+	require.NoError(t, err)
+	require.Equal(t, none, got, "a document with no component is the none key")
+	one, err := KeyOf(MultiHash, 2, []any{"x", Undefined})
+	require.NoError(t, err)
+	want, err := Compute(MultiHash, 2, []any{"x", Undefined})
+	require.NoError(t, err)
+	require.Equal(t, want, one)
+}
