@@ -208,6 +208,7 @@ func (p *Processor) Wake(r Range) {
 	for rd := range p.readers {
 		if overlaps(rd.rng, r) {
 			rd.wokenAt.Store(now)
+			rd.wakes.Add(1)
 			select {
 			case rd.wake <- struct{}{}:
 			default:
@@ -236,6 +237,7 @@ func (p *Processor) snapBack(from *reader) {
 		rd.restarted.Store(now)
 		rd.restart.Store(true)
 		rd.wokenAt.Store(now)
+		rd.wakes.Add(1)
 		select {
 		case rd.wake <- struct{}{}:
 		default:

@@ -63,9 +63,11 @@ type reader struct {
 	// already taken is spurious.
 	pageWoken atomic.Int64
 	tookPage  int64
-	// seenWoken is wokenAt as the last cycle read it (reader goroutine
-	// only): a later value is a wake the reader has not acted on.
-	seenWoken int64
+	// wakes counts Wake and snap-back wakes; seenWakes (reader goroutine
+	// only) is its value when the last cycle began: a higher count is a
+	// wake the reader has not acted on.
+	wakes     atomic.Int64
+	seenWakes int64
 }
 
 // observation is the latest LSN of a sub-range's physical partition, as a
@@ -265,7 +267,7 @@ func (r *reader) pause(ctx context.Context, d time.Duration, idle bool) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-r.wake:
-			if r.wokenAt.Load() == r.seenWoken && r.pageWoken.Load() <= r.tookPage {
+			if r.wakes.Load() == r.seenWakes && r.pageWoken.Load() <= r.tookPage {
 				continue
 			}
 			return nil
@@ -418,9 +420,10 @@ func (r *reader) cycle(ctx context.Context) (cycleResult, error) {
 	cur := slices.Clone(r.pos)
 	rid := r.rid
 	r.mu.Unlock()
+	r.seenWakes = r.wakes.Load()
 	w := window{since: r.lastCycle}
 	if n := r.wokenAt.Load(); n != 0 {
-		w.woken, r.seenWoken = time.Unix(0, n), n
+		w.woken = time.Unix(0, n)
 	}
 	r.lastCycle = r.p.opts.Clock.Now()
 	read := false

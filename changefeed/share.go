@@ -183,7 +183,7 @@ func (p *Processor) span(ctx context.Context, r *reader, pos position) (position
 		return pos, false
 	}
 	phys, _, ok := p.physicalOf(ctx, pos.rng)
-	if !ok || p.keys(ctx) == nil {
+	if !ok {
 		return pos, false
 	}
 	var side []epk.Range
@@ -213,7 +213,7 @@ func (p *Processor) span(ctx context.Context, r *reader, pos position) (position
 			}
 		}
 	}
-	if hull == pos.rng {
+	if hull == pos.rng || p.keys(ctx) == nil {
 		return pos, false
 	}
 	return position{rng: hull, etag: pos.etag}, true

@@ -140,6 +140,7 @@ type engineStats struct {
 	staleCache     atomic.Int64 // locks from a remembered instance document that failed
 	headLocks      atomic.Int64 // locks taken from feed heads (lockFromHeads)
 	staleHeads     atomic.Int64 // locks from feed heads that failed
+	bareLocks      atomic.Int64 // locks from complete heads of a new instance, without the turn query
 }
 
 // parkedWI is a worker wakeup the fetch that took it could not use.
@@ -455,6 +456,7 @@ func (e *engine) onLeaseChange(s *session, ev leasestore.Event) {
 	cur := *s.owned.Load()
 	switch ev.Kind {
 	case leasestore.EventAcquired:
+		e.heads.acquired(slots)
 		next := cur.Union(slots)
 		s.owned.Store(&next)
 		s.mu.Lock()
@@ -785,20 +787,25 @@ func slotSetClause(s wakeup.Set) (string, []azcosmos.QueryParameter) {
 // catchUp signals every queue document of the slots: the backlog of slots
 // newly owned (one query for all slots acquired together, instead of a
 // scan per slot).
-func (e *engine) catchUp(ctx context.Context, slots wakeup.Set) error {
+// It returns the instances it found orchestrator messages of.
+func (e *engine) catchUp(ctx context.Context, slots wakeup.Set) ([]string, error) {
 	clause, params := slotSetClause(slots)
 	rows, err := queryAll[queueHead](ctx, e.p.s, nil,
 		"SELECT c.id, c.instanceId, c.type, c.dispatchSlot, c.visibleAt, c.lockedUntil, c.enqueuedAt FROM c WHERE (c.type = 'orch_queue' OR c.type = 'worker_queue') AND "+clause,
 		params...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	byEnqueued(rows, func(r *queueHead) int64 { return r.EnqueuedAt })
 	e.stats.catchups.Add(1)
+	var orch []string
 	for _, r := range rows {
+		if r.Type == typeOrchQueue {
+			orch = append(orch, r.InstanceID)
+		}
 		e.signalQueue(r, false)
 	}
-	return nil
+	return orch, nil
 }
 
 // kickHint wakes the backlog-hint check of the running session.
@@ -841,8 +848,18 @@ func (e *engine) catchupLoop(s *session) {
 			e.checkReady(s)
 			continue
 		}
-		err := e.catchUp(ctx, slots)
+		found, err := e.catchUp(ctx, slots)
 		if err == nil {
+			// Slots with no catch-up still to come (a lease whose reader
+			// has not fixed its start yet gets one more) now have complete
+			// heads, but for the instances the query found.
+			s.mu.Lock()
+			done := slots.Intersect(*s.owned.Load()).Difference(s.catchup)
+			for _, u := range s.unpinned {
+				done = done.Difference(u)
+			}
+			e.heads.caughtUp(done, found)
+			s.mu.Unlock()
 			e.checkReady(s)
 			delay = 100 * time.Millisecond
 			continue

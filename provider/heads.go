@@ -26,6 +26,7 @@ const (
 	maxHeadItemBytes = 4 << 10
 	maxHeadBytes     = 4 << 20
 	maxGoneIDs       = 16384
+	maxPartial       = 1 << 16
 )
 
 // msgHead is an orchestrator message as the change feed delivered it:
@@ -55,10 +56,85 @@ type headIndex struct {
 	// asks it under mu, and ownership changes before dropSlots takes mu,
 	// so no head of a slot given up outlives its dropSlots.
 	owned func(slot int) bool
+
+	// complete are the owned slots whose heads hold every unlocked message
+	// of their instances that the feed has delivered, and whose feed
+	// starts where a finished catch-up query took over: a message of one
+	// of their instances either is a head or was written after the feed
+	// read that delivered the newest head, except for the instances in
+	// partial (the catch-up found messages of theirs, or a message of
+	// theirs was not kept as a head). See complete.
+	complete wakeup.Set
+	partial  map[string]struct{}
 }
 
 func newHeadIndex(owned func(slot int) bool) *headIndex {
-	return &headIndex{m: map[string][]msgHead{}, gone: map[string]struct{}{}, owned: owned}
+	return &headIndex{m: map[string][]msgHead{}, gone: map[string]struct{}{}, owned: owned, partial: map[string]struct{}{}}
+}
+
+// markPartial records that the heads of instance may miss one of its
+// messages; when partial is full, the instance's whole slot stops
+// counting as complete instead. mu held.
+func (h *headIndex) markPartial(instance string) {
+	if _, ok := h.partial[instance]; ok {
+		return
+	}
+	if len(h.partial) >= maxPartial {
+		h.complete.Remove(slotOf(instance))
+		return
+	}
+	h.partial[instance] = struct{}{}
+}
+
+// acquired forgets what was known of slots this replica now owns again:
+// they count as complete only after their catch-up (caughtUp).
+func (h *headIndex) acquired(slots wakeup.Set) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.complete = h.complete.Difference(slots)
+	for inst := range h.partial {
+		if slots.Contains(slotOf(inst)) {
+			delete(h.partial, inst)
+		}
+	}
+}
+
+// caughtUp makes slots complete after the catch-up query that found
+// messages of instances (their slots' backlog when the query ran, which
+// covers everything written before their feed's starting point); the
+// caller passes only slots owned and awaiting no further catch-up.
+func (h *headIndex) caughtUp(slots wakeup.Set, instances []string) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for sl := range slots.All() {
+		if h.owned == nil || h.owned(sl) {
+			h.complete.Add(sl)
+		}
+	}
+	for _, inst := range instances {
+		if slots.Contains(slotOf(inst)) {
+			h.markPartial(inst) // when partial is full, drops the slot again
+		}
+	}
+}
+
+// isComplete reports whether the heads of instance hold every unlocked
+// message of it written before the feed read that delivered its newest
+// head (see headIndex.complete).
+func (h *headIndex) isComplete(instance string) bool {
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, part := h.partial[instance]
+	return !part && h.complete.Contains(slotOf(instance))
 }
 
 // note records (or, when the message is locked or its work item is too
@@ -74,13 +150,19 @@ func (h *headIndex) note(q queueDoc, now int64) {
 		return
 	}
 	h.set(q.InstanceID, slices.DeleteFunc(slices.Clone(h.m[q.InstanceID]), func(x msgHead) bool { return x.doc.ID == q.ID }))
-	if _, gone := h.gone[q.ID]; gone || q.LockedUntil > now || q.ETag == "" || len(q.WorkItem) > maxHeadItemBytes ||
-		len(h.m[q.InstanceID]) >= maxHeadsPerInst {
+	if _, gone := h.gone[q.ID]; gone || q.LockedUntil > now {
+		// Locked: its instance exists (a lock batch writes the instance
+		// document), so no turn is ever built from heads alone for it.
+		return
+	}
+	if q.ETag == "" || len(q.WorkItem) > maxHeadItemBytes || len(h.m[q.InstanceID]) >= maxHeadsPerInst {
+		h.markPartial(q.InstanceID)
 		return
 	}
 	for len(h.m) > 0 && (h.bytes+len(q.WorkItem) > maxHeadBytes || len(h.m) >= maxHeadInstances && h.m[q.InstanceID] == nil) {
 		for k := range h.m { // evict one instance: its fetch's query reads its messages
 			h.set(k, nil)
+			h.markPartial(k)
 			break
 		}
 	}
@@ -162,6 +244,7 @@ func (h *headIndex) dropSlots(slots wakeup.Set) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.complete = h.complete.Difference(slots)
 	for inst, hs := range h.m {
 		if slots.Contains(hs[0].doc.DispatchSlot) { // one instance, one slot
 			h.set(inst, nil)
@@ -244,11 +327,20 @@ func (p *Provider) lockFromHeads(ctx context.Context, instance string, c *cached
 	if d != nil {
 		q.exec = d.CurrentExecutionID
 	}
+	// A new instance whose heads are complete needs no query: if the batch
+	// creates its document, nothing of it existed (a deletion removes the
+	// instance document last; a lock writes it), so it has no history, KV
+	// or locked message, and the heads hold every message of it the query
+	// would have found but those written after the feed read, which the
+	// next turn takes (as if written after this fetch).
+	bare := c == nil && p.ev.heads.isComplete(instance)
 	var qerr error
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		q.msgs, q.view, q.d, q.session, qerr = p.queryTurn(ctx, instance, q.exec, q.head, now, session)
-	})
+	if !bare {
+		wg.Go(func() {
+			q.msgs, q.view, q.d, q.session, qerr = p.queryTurn(ctx, instance, q.exec, q.head, now, session)
+		})
+	}
 	res, berr := p.s.execBatch(ctx, instance, ops, false)
 	wg.Wait()
 	if berr != nil {
@@ -258,12 +350,15 @@ func (p *Provider) lockFromHeads(ctx context.Context, instance string, c *cached
 		p.ev.stats.staleHeads.Add(1)
 		var be *batchError
 		staleDoc = c != nil && errors.As(berr, &be) && be.index == 0
-		if qerr == nil && !staleDoc {
+		if qerr == nil && !staleDoc && !bare {
 			pre = q
 		}
 		return nil, st, pre, staleDoc, nil
 	}
 	p.ev.stats.headLocks.Add(1)
+	if bare {
+		p.ev.stats.bareLocks.Add(1)
+	}
 	// From here the lock is ours: a turn, or an abandon.
 	giveUp := func(cause error) (*durable.OrchestrationItem, lockState, *turnRead, bool, error) {
 		if aerr := p.AbandonOrchestrationItem(context.WithoutCancel(ctx), token, 0, true); aerr != nil {

@@ -118,6 +118,43 @@ func TestHeadIndex(t *testing.T) {
 		require.Equal(t, []string{"kept-msg"}, ids(h.take("kept", now)))
 		require.Zero(t, h.bytes)
 	})
+	t.Run("completeness", func(t *testing.T) {
+		h := newHeadIndex(nil)
+		all := wakeup.Range(0, SlotCount-1)
+		require.False(t, h.isComplete("new"), "nothing is complete before a catch-up")
+		h.caughtUp(all, []string{"backlog"})
+		require.True(t, h.isComplete("new"))
+		require.False(t, h.isComplete("backlog"), "the catch-up found messages of it")
+
+		big := msg("big", "big-1", 1, 0, 0, strings.Repeat("x", maxHeadItemBytes+1))
+		h.note(big, now)
+		require.False(t, h.isComplete("big"), "a message too large to keep")
+		for k := range maxHeadsPerInst + 1 {
+			h.note(msg("many", fmt.Sprint("m", k), int64(k), 0, 0, "x"), now)
+		}
+		require.False(t, h.isComplete("many"), "more messages than heads kept")
+		h.note(msg("locked", "l-1", 1, 0, now+1, "x"), now)
+		require.True(t, h.isComplete("locked"), "a locked message means the instance exists: no bare lock can follow")
+		for k := range maxHeadInstances {
+			h.note(msg(fmt.Sprint("e", k), fmt.Sprint("e", k, "-1"), 1, 0, 0, "x"), now)
+		}
+		evicted := 0
+		for k := range maxHeadInstances {
+			if !h.isComplete(fmt.Sprint("e", k)) {
+				evicted++
+			}
+		}
+		require.Positive(t, evicted, "an evicted instance's heads are no longer complete")
+
+		sl := slotOf("new")
+		h.dropSlots(wakeup.Range(sl, sl))
+		require.False(t, h.isComplete("new"), "a slot given up")
+		h.acquired(all)
+		require.False(t, h.isComplete("new"), "acquired again, before its catch-up")
+		h.caughtUp(all, nil)
+		require.True(t, h.isComplete("new"))
+		require.True(t, h.isComplete("big"), "what was known of a slot goes with its ownership")
+	})
 	t.Run("nil index", func(t *testing.T) {
 		var h *headIndex
 		h.dropSlots(wakeup.Range(0, 1))
@@ -145,7 +182,7 @@ func newHeadsFixture(t *testing.T, cacheSize int) *headsFixture {
 	cfg.InstanceCacheSize = cacheSize
 	cfg.joinEagerly, cfg.idleLeave = true, time.Hour // fetches come late on a loaded machine
 	f.p = openProvider(t, cfg)
-	require.Eventually(t, func() bool { return positioned(f.p) }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return positioned(f.p) && f.p.ev.heads.isComplete(f.inst) }, 10*time.Second, 5*time.Millisecond)
 	f.client = openProvider(t, eventConfig(f.container))
 	f.took = middleware.record(f.container, f.inst)
 	return f
@@ -207,17 +244,18 @@ func (f *headsFixture) firstTurn(t *testing.T) {
 	f.took()
 }
 
-// TestFetchFromHeads: a feed-woken fetch sends its lock batch, built from
-// the feed's heads, together with the turn-input query: a new instance's
-// first turn and a remembered instance's next turn each cost those two
-// requests, concurrent, and no more.
+// TestFetchFromHeads: a feed-woken fetch locks from the feed's heads. A
+// new instance whose heads are complete costs the lock batch alone; a
+// remembered instance's next turn sends the batch together with the
+// turn-input query (its history), concurrent, and no more.
 func TestFetchFromHeads(t *testing.T) {
 	t.Parallel()
 	f := newHeadsFixture(t, 0)
 	f.send(t, durable.StartOrchestration{Instance: f.inst, Orchestration: "O", Input: "{}", ExecutionID: 1})
 	item := f.fetch(t)
-	require.ElementsMatch(t, []string{"Query", "Batch"}, ops(f.took()))
+	require.Equal(t, []string{"Batch"}, ops(f.took()))
 	require.Equal(t, int64(1), f.p.ev.stats.headLocks.Load())
+	require.Equal(t, int64(1), f.p.ev.stats.bareLocks.Load())
 	require.Empty(t, item.History)
 	require.Equal(t, uint64(1), item.ExecutionID)
 	require.Equal(t, uint32(1), item.AttemptCount)
@@ -237,6 +275,56 @@ func TestFetchFromHeads(t *testing.T) {
 	require.Equal(t, []durable.WorkItem{durable.ActivityCompleted{Instance: f.inst, ExecutionID: 1, ID: 2, Result: "r"}}, item.Messages)
 	require.Zero(t, f.p.ev.stats.staleHeads.Load())
 	require.Zero(t, f.p.ev.stats.staleCache.Load())
+}
+
+// TestBareLockNeedsCompleteHeads: a new instance's turn is locked from
+// its heads alone only when they hold all of its messages. A message
+// written before the replica's feed began (the catch-up query found it),
+// or one too large to keep as a head, makes the fetch run the query, and
+// the turn holds every message.
+func TestBareLockNeedsCompleteHeads(t *testing.T) {
+	t.Parallel()
+	container := freshContainer("bare")
+	client := openProvider(t, eventConfig(container))
+	ctx := context.Background()
+	start := func(inst string) durable.StartOrchestration {
+		return durable.StartOrchestration{Instance: inst, Orchestration: "O", Input: "{}", ExecutionID: 1}
+	}
+	early := durable.ExternalRaised{Instance: "early", Name: "go", Data: "1"}
+	require.NoError(t, client.EnqueueForOrchestrator(ctx, early, 0))
+
+	cfg := eventConfig(container)
+	cfg.joinEagerly, cfg.idleLeave = true, time.Hour
+	p := openProvider(t, cfg)
+	require.Eventually(t, func() bool { return positioned(p) && p.ev.heads.isComplete("fresh") }, 10*time.Second, 5*time.Millisecond)
+	require.False(t, p.ev.heads.isComplete("early"))
+
+	big := durable.ExternalRaised{Instance: "big", Name: "go", Data: strings.Repeat("x", maxHeadItemBytes)}
+	small := durable.ExternalRaised{Instance: "fresh", Name: "go", Data: "2"}
+	for _, it := range []durable.WorkItem{start("early"), big, start("big"), small, start("fresh")} {
+		require.NoError(t, client.EnqueueForOrchestrator(ctx, it, 0))
+	}
+	headsOf := func(inst string) int {
+		p.ev.heads.mu.Lock()
+		defer p.ev.heads.mu.Unlock()
+		return len(p.ev.heads.m[inst])
+	}
+	require.Eventually(t, func() bool { return headsOf("early") == 1 && headsOf("big") == 1 && headsOf("fresh") == 2 },
+		10*time.Second, 5*time.Millisecond, "the feed delivers the starts and the small event as heads")
+	require.False(t, p.ev.heads.isComplete("big"))
+	require.True(t, p.ev.heads.isComplete("fresh"))
+
+	got := map[string]*durable.OrchestrationItem{}
+	for range 3 {
+		item, err := p.FetchOrchestrationItem(ctx, lockLong, 5*time.Second, nil)
+		require.NoError(t, err)
+		require.NotNil(t, item)
+		got[item.Instance] = item
+	}
+	require.ElementsMatch(t, []durable.WorkItem{early, start("early")}, got["early"].Messages)
+	require.ElementsMatch(t, []durable.WorkItem{big, start("big")}, got["big"].Messages)
+	require.ElementsMatch(t, []durable.WorkItem{small, start("fresh")}, got["fresh"].Messages)
+	require.Equal(t, int64(1), p.ev.stats.bareLocks.Load(), "only the instance with complete heads skips the query")
 }
 
 // TestStaleHead: a head whose message changed since the feed delivered it
