@@ -149,3 +149,20 @@ func TestWokenReaderReadsDespiteFreshObservation(t *testing.T) {
 	require.Zero(t, p.Stats().SkippedReads)
 	require.Zero(t, p.Stats().SharedPages)
 }
+
+// TestPacingIgnoresTimerLateness: a pause counts from when the cycle was
+// due, not from when its timer fired, so a late timer shortens the next
+// pause instead of pushing every later read back.
+func TestPacingIgnoresTimerLateness(t *testing.T) {
+	t.Parallel()
+	const active = 20 * time.Millisecond
+	_, clk, _, _, _ := pollingEnv(t, changefeed.Options{ActiveDelay: active, IdleCeiling: active, BackoffFactor: 1})
+	tm := clk.next(t)
+	require.Equal(t, active, tm.d)
+	clk.advance(3 * time.Millisecond) // the timer fires 3 ms late
+	require.True(t, tm.fire())
+	tm = clk.next(t)
+	require.Equal(t, active-3*time.Millisecond, tm.d)
+	require.True(t, tm.fire())
+	require.Equal(t, active, clk.next(t).d, "on time again")
+}

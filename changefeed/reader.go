@@ -162,12 +162,11 @@ func (r *reader) loop(ctx context.Context) (err error) {
 	for {
 		r.notePositioned()
 		r.pausing.Store(int64(delay))
-		err := r.pause(ctx, delay, idle)
+		began, err := r.pause(ctx, delay, idle)
 		r.pausing.Store(0)
 		if err != nil {
 			return err
 		}
-		began := o.Clock.Now()
 		res, err := r.cycle(ctx)
 		if err != nil {
 			return err
@@ -194,8 +193,10 @@ func (r *reader) loop(ctx context.Context) (err error) {
 			}
 		}
 		// Pauses count from the start of the cycle, so reads start every
-		// ActiveDelay rather than ActiveDelay after each answer; when
-		// nothing was read, from skippedAt, when the partitions were
+		// ActiveDelay rather than ActiveDelay after each answer, and from
+		// when it was due rather than when its timer fired, so the
+		// timer's lateness does not add up from one cycle to the next;
+		// when nothing was read, from skippedAt, when the partitions were
 		// last seen.
 		if !res.skippedAt.IsZero() {
 			began = res.skippedAt
@@ -245,11 +246,13 @@ func idleDelay(o *Options, k int) time.Duration {
 	return time.Duration(d)
 }
 
-// pause waits d, or less if woken. A cycle always follows, so a wake
-// already pending is consumed by it. A sibling's wake for a shared page
-// the reader has taken already (it was woken while its previous cycle
-// took the page) is ignored.
-func (r *reader) pause(ctx context.Context, d time.Duration, idle bool) error {
+// pause waits d, or less if woken, and returns when the cycle that
+// follows is due: the end of d, or the wake. A cycle always follows, so a
+// wake already pending is consumed by it. A sibling's wake for a shared
+// page the reader has taken already (it was woken while its previous
+// cycle took the page) is ignored.
+func (r *reader) pause(ctx context.Context, d time.Duration, idle bool) (time.Time, error) {
+	clk := r.p.opts.Clock
 	if idle {
 		d = r.p.jitter(d)
 	}
@@ -258,21 +261,22 @@ func (r *reader) pause(ctx context.Context, d time.Duration, idle bool) error {
 		case <-r.wake:
 		default:
 		}
-		return ctx.Err()
+		return clk.Now(), ctx.Err()
 	}
-	t := r.p.opts.Clock.NewTimer(d)
+	due := clk.Now().Add(d)
+	t := clk.NewTimer(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return time.Time{}, ctx.Err()
 		case <-r.wake:
 			if r.wakes.Load() == r.seenWakes && r.pageWoken.Load() <= r.tookPage {
 				continue
 			}
-			return nil
+			return clk.Now(), nil
 		case <-t.C():
-			return nil
+			return due, nil
 		}
 	}
 }
