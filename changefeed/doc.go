@@ -113,6 +113,11 @@
 //     between them, not one each; a woken reader relies only on reads
 //     begun after it was woken. Stats.SkippedReads counts the requests
 //     saved.
+//   - Phases: while changes flow, the container's physical partitions are
+//     read at offsets spread evenly over ActiveDelay (partition k of n at
+//     k/n of it), so the reads of different partitions do not start
+//     together; pauses count from when a read was due, not from when its
+//     timer fired, so timer lateness does not stretch the period.
 //   - Shared reads (Options.SeparateReads turns them off): when the
 //     partition did change, the reader whose turn it is reads the span of
 //     all the Processor's leases that lie side by side in it, starting at

@@ -2,6 +2,7 @@ package changefeed_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -165,4 +166,37 @@ func TestPacingIgnoresTimerLateness(t *testing.T) {
 	require.Equal(t, active-3*time.Millisecond, tm.d)
 	require.True(t, tm.fire())
 	require.Equal(t, active, clk.next(t).d, "on time again")
+}
+
+// TestPartitionsReadOnTheirPhase: while changes flow, partition k of the
+// container's n is read at k/n of ActiveDelay past the processor's
+// start, so the reads of different partitions do not start together.
+func TestPartitionsReadOnTheirPhase(t *testing.T) {
+	t.Parallel()
+	const active = 20 * time.Millisecond
+	for _, tc := range []struct {
+		partition int
+		first     time.Duration
+	}{{0, active}, {1, active * 5 / 4}, {2, active / 2}, {3, active * 3 / 4}} {
+		t.Run(fmt.Sprint("partition ", tc.partition), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{})
+			rng := pkRange(e.physical(t)[tc.partition])
+			require.NoError(t, e.write(context.Background(), keysIn(t, "ph", rng, 1)[0], 0))
+			clk := newFakeClock()
+			rec := newRecorder()
+			p, err := changefeed.New(e.c, newMemSource(newMemStore().lease("l", rng)), rec.handle, changefeed.Options{
+				Clock: clk, Jitter: -1, ActiveDelay: active, WarmHold: time.Hour})
+			require.NoError(t, err)
+			run(t, p)
+			// The first cycle finds the change; the pause after it ends on
+			// the partition's phase (k/4 of 20 ms, or a whole period when
+			// that is less than half a period away), the next ones a
+			// period apart.
+			tm := clk.next(t)
+			require.Equal(t, tc.first, tm.d)
+			require.True(t, tm.fire())
+			require.Equal(t, active, clk.next(t).d)
+		})
+	}
 }

@@ -93,6 +93,8 @@ type Processor struct {
 	done     chan struct{}
 
 	stats counters
+	// epoch is when New ran: the origin of the readers' phases.
+	epoch time.Time
 }
 
 // New returns a Processor reading container's change feed for the leases
@@ -128,6 +130,7 @@ func New(container *azcosmos.ContainerClient, leases LeaseSource, handler Handle
 		latest:    map[string]*reader{},
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
+		epoch:     o.Clock.Now(),
 	}, nil
 }
 

@@ -201,8 +201,61 @@ func (r *reader) loop(ctx context.Context) (err error) {
 		if !res.skippedAt.IsZero() {
 			began = res.skippedAt
 		}
-		delay = max(0, delay-o.Clock.Now().Sub(began))
+		now := o.Clock.Now()
+		delay = max(0, delay-now.Sub(began))
+		if !idle && !res.full {
+			delay = r.onPhase(now, delay)
+		}
 	}
+}
+
+// onPhase moves the end of an active pause onto the reader's phase: the
+// container's physical partitions are read at offsets spread evenly over
+// ActiveDelay (partition k of n at k/n of it, counted from the
+// processor's start), so that the reads of a processor's leases do not
+// all start at once and queue behind one another for the process's CPU.
+// Readers of one partition share a phase, so they still take turns. The
+// first alignment lengthens a pause by at most half an ActiveDelay.
+func (r *reader) onPhase(now time.Time, delay time.Duration) time.Duration {
+	d := r.p.opts.ActiveDelay
+	if d <= 0 {
+		return delay
+	}
+	r.mu.Lock()
+	var rng epk.Range
+	if len(r.pos) > 0 {
+		rng = r.pos[0].rng
+	}
+	r.mu.Unlock()
+	k, n := r.p.phaseOf(rng)
+	if n <= 1 {
+		return delay
+	}
+	off := time.Duration(k) * d / time.Duration(n)
+	due := now.Add(delay)
+	rel := due.Sub(r.p.epoch) - off
+	m := (rel - d/2 + d - 1) / d
+	if rel-d/2 < 0 {
+		m = 0
+	}
+	target := r.p.epoch.Add(off + m*d)
+	return max(0, target.Sub(now))
+}
+
+// phaseOf is the index of the physical partition holding rng among the
+// container's, and their number.
+func (p *Processor) phaseOf(rng epk.Range) (int, int) {
+	frs, err := p.container.ReadFeedRanges(context.Background(), nil)
+	if err != nil {
+		return 0, 0
+	}
+	for i, f := range frs {
+		fr := epk.Range{Min: f.MinInclusive, Max: normMax(f.MaxExclusive)}
+		if within(rng, fr) {
+			return i, len(frs)
+		}
+	}
+	return 0, 0
 }
 
 // notePositioned calls Options.OnPositioned once no position of the

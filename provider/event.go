@@ -714,6 +714,8 @@ func (e *engine) handle(ctx context.Context, b changefeed.Batch) error {
 			var q queueDoc
 			if err := json.Unmarshal(raw, &q); err == nil {
 				e.heads.note(q, nowMS()) // kept only if the slot is owned
+			} else {
+				e.heads.missed(h.InstanceID)
 			}
 			e.signalQueue(h.queueHead, false)
 		case typeWorkQueue:
@@ -786,8 +788,8 @@ func slotSetClause(s wakeup.Set) (string, []azcosmos.QueryParameter) {
 
 // catchUp signals every queue document of the slots: the backlog of slots
 // newly owned (one query for all slots acquired together, instead of a
-// scan per slot).
-// It returns the instances it found orchestrator messages of.
+// scan per slot). It returns the instances it found orchestrator messages
+// of.
 func (e *engine) catchUp(ctx context.Context, slots wakeup.Set) ([]string, error) {
 	clause, params := slotSetClause(slots)
 	rows, err := queryAll[queueHead](ctx, e.p.s, nil,

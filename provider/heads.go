@@ -86,6 +86,17 @@ func (h *headIndex) markPartial(instance string) {
 	h.partial[instance] = struct{}{}
 }
 
+// missed records that the feed delivered a message of instance that
+// could not be kept as a head.
+func (h *headIndex) missed(instance string) {
+	if h == nil || instance == "" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.markPartial(instance)
+}
+
 // acquired forgets what was known of slots this replica now owns again:
 // they count as complete only after their catch-up (caughtUp).
 func (h *headIndex) acquired(slots wakeup.Set) {

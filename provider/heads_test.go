@@ -133,6 +133,8 @@ func TestHeadIndex(t *testing.T) {
 			h.note(msg("many", fmt.Sprint("m", k), int64(k), 0, 0, "x"), now)
 		}
 		require.False(t, h.isComplete("many"), "more messages than heads kept")
+		h.missed("unreadable")
+		require.False(t, h.isComplete("unreadable"), "a message the feed handler could not decode")
 		h.note(msg("locked", "l-1", 1, 0, now+1, "x"), now)
 		require.True(t, h.isComplete("locked"), "a locked message means the instance exists: no bare lock can follow")
 		for k := range maxHeadInstances {
