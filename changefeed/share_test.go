@@ -14,8 +14,9 @@ import (
 )
 
 // quarterLeases returns leases q0..q3 on the quarters of the first
-// physical partition, and one key in each.
-func quarterLeases(t *testing.T, e *env, store *memStore) ([]changefeed.Lease, []string, []epk.Range) {
+// physical partition, and n keys in each (named after prefix), lease by
+// lease.
+func quarterLeases(t *testing.T, e *env, store *memStore, prefix string, n int) ([]changefeed.Lease, []string, []epk.Range) {
 	t.Helper()
 	p0 := pkRange(e.physical(t)[0])
 	subs := epk.SplitEven(16)[:4] // the emulator's partitions are the even split in four
@@ -25,7 +26,7 @@ func quarterLeases(t *testing.T, e *env, store *memStore) ([]changefeed.Lease, [
 	var keys []string
 	for i, r := range subs {
 		leases = append(leases, store.lease(fmt.Sprint("q", i), r))
-		keys = append(keys, keysIn(t, fmt.Sprint("k", i, "-"), r, 1)[0])
+		keys = append(keys, keysIn(t, fmt.Sprint(prefix, i, "-"), r, n)...)
 	}
 	return leases, keys, subs
 }
@@ -44,7 +45,7 @@ func TestLeasesOfOnePartitionShareReads(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, envOptions{})
 			store := newMemStore()
-			leases, keys, subs := quarterLeases(t, e, store)
+			leases, keys, subs := quarterLeases(t, e, store, "k", 1)
 			rec := newRecorder()
 			p, err := changefeed.New(e.c, newMemSource(leases...), rec.handle, changefeed.Options{
 				// Reads happen only when woken.
@@ -107,11 +108,7 @@ func TestSharedReadsWithALaggingLease(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	store := newMemStore()
-	leases, _, subs := quarterLeases(t, e, store)
-	var keys []string
-	for i, r := range subs {
-		keys = append(keys, keysIn(t, fmt.Sprint("lag", i, "-"), r, 2)...)
-	}
+	leases, keys, subs := quarterLeases(t, e, store, "lag", 2)
 	rec := newRecorder()
 	var failures atomic.Int64
 	rec.fail = func(b changefeed.Batch) error {
@@ -145,11 +142,7 @@ func TestSharedReadsAcrossAHandOff(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	store := newMemStore()
-	leases, _, subs := quarterLeases(t, e, store)
-	var keys []string
-	for i, r := range subs {
-		keys = append(keys, keysIn(t, fmt.Sprint("ho", i, "-"), r, 2)...)
-	}
+	leases, keys, subs := quarterLeases(t, e, store, "ho", 2)
 	rec := newRecorder()
 	src := newMemSource(leases...)
 	p, err := changefeed.New(e.c, src, rec.handle, changefeed.Options{ActiveDelay: 5 * time.Millisecond, WarmHold: time.Hour})
