@@ -888,9 +888,7 @@ func (p *Processor) readPage(ctx context.Context, by *reader, rid string, pos po
 		res.more = len(resp.Items) >= int(maxItems)
 	}
 	if share {
-		if from, ok := etagLSN(pos.etag); ok {
-			res.page = p.newPage(by, pos.rng, from, res, res.more, started)
-		}
+		res.page = p.newPage(by, pos, res, started)
 	}
 	return res, nil
 }

@@ -146,19 +146,20 @@ type sharedPage struct {
 	by     *reader
 }
 
-// newPage builds the shared page of a read of span from LSN from, or nil
-// when it cannot be shared (the span came back split, or a document's key
-// cannot be read).
-func (p *Processor) newPage(by *reader, span epk.Range, from int64, rr readResult, more bool, at time.Time) *sharedPage {
+// newPage builds the shared page of rr, the read of span begun at at, or
+// nil when it cannot be shared (the span came back split, or a
+// document's key cannot be read).
+func (p *Processor) newPage(by *reader, span position, rr readResult, at time.Time) *sharedPage {
 	k := p.key
-	if k == nil || len(rr.pos) != 1 || rr.pos[0].rng != span {
+	from, ok := etagLSN(span.etag)
+	if k == nil || !ok || len(rr.pos) != 1 || rr.pos[0].rng != span.rng {
 		return nil
 	}
 	endLSN, ok := etagLSN(rr.pos[0].etag)
 	if !ok {
 		return nil
 	}
-	pg := &sharedPage{rng: span, from: from, end: rr.pos[0].etag, endLSN: endLSN, rid: rr.rid, more: more, latest: rr.latest, at: at, by: by}
+	pg := &sharedPage{rng: span.rng, from: from, end: rr.pos[0].etag, endLSN: endLSN, rid: rr.rid, more: rr.more, latest: rr.latest, at: at, by: by}
 	pg.docs = make([]pageDoc, 0, len(rr.docs))
 	for _, raw := range rr.docs {
 		d, err := k.parse(raw)

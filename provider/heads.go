@@ -63,7 +63,7 @@ type headIndex struct {
 	// of their instances either is a head or was written after the feed
 	// read that delivered the newest head, except for the instances in
 	// partial (the catch-up found messages of theirs, or a message of
-	// theirs was not kept as a head). See complete.
+	// theirs was not kept as a head). See isComplete.
 	complete wakeup.Set
 	partial  map[string]struct{}
 }
@@ -116,7 +116,9 @@ func (h *headIndex) acquired(slots wakeup.Set) {
 // caughtUp makes slots complete after the catch-up query that found
 // messages of instances (their slots' backlog when the query ran, which
 // covers everything written before their feed's starting point); the
-// caller passes only slots owned and awaiting no further catch-up.
+// caller passes only slots awaiting no further catch-up. Ownership is
+// checked again here, under the lock dropSlots takes, so a slot lost
+// since the caller looked is not marked.
 func (h *headIndex) caughtUp(slots wakeup.Set, instances []string) {
 	if h == nil {
 		return
