@@ -72,6 +72,12 @@ type Processor struct {
 	partMu sync.Mutex
 	parts  map[epk.Range]*partState // by physical partition
 
+	// The container's physical partitions as the SDK's routing map last
+	// gave them, and when (see physicalRanges).
+	physMu sync.Mutex
+	phys   []epk.Range
+	physAt time.Time
+
 	// The container's partition key definition, for shared reads (see
 	// keys): known, given up on, or last tried at.
 	keyMu    sync.Mutex

@@ -245,14 +245,13 @@ func (r *reader) onPhase(now time.Time, delay time.Duration) time.Duration {
 // phaseOf is the index of the physical partition holding rng among the
 // container's, and their number.
 func (p *Processor) phaseOf(rng epk.Range) (int, int) {
-	frs, err := p.container.ReadFeedRanges(context.Background(), nil)
+	phys, err := p.physicalRanges(context.Background())
 	if err != nil {
 		return 0, 0
 	}
-	for i, f := range frs {
-		fr := epk.Range{Min: f.MinInclusive, Max: normMax(f.MaxExclusive)}
+	for i, fr := range phys {
 		if within(rng, fr) {
-			return i, len(frs)
+			return i, len(phys)
 		}
 	}
 	return 0, 0
@@ -854,6 +853,7 @@ func (p *Processor) readPage(ctx context.Context, by *reader, rid string, pos po
 	p.stats.reads.Add(1)
 	resp, err := p.container.ReadChangeFeed(ctx, o)
 	if err != nil {
+		p.forgetPhysical()
 		return res, err
 	}
 	p.stats.chargeMilli.Add(int64(math.Round(float64(resp.RequestCharge) * 1000)))
@@ -862,6 +862,9 @@ func (p *Processor) readPage(ctx context.Context, by *reader, rid string, pos po
 		return res, fmt.Errorf("changefeed: unexpected continuation from ReadChangeFeed: %w", err)
 	}
 	ps = clampPositions(ps, pos.rng)
+	if len(ps) > 1 {
+		p.forgetPhysical() // the position split
+	}
 	if len(ps) == 0 {
 		return res, fmt.Errorf("changefeed: ReadChangeFeed returned a continuation outside [%s, %s)", pos.rng.Min, pos.rng.Max)
 	}
@@ -893,20 +896,61 @@ func (p *Processor) readPage(ctx context.Context, by *reader, rid string, pos po
 	return res, nil
 }
 
-// physicalOf returns the physical partition holding r in the SDK's cached
-// routing map (no request unless the cache is cold), and whether r is
-// exactly that partition. ok is false when the map cannot be read or no
-// partition holds r whole (a split the cache has not seen yet).
+// physicalOf returns the physical partition holding r (see
+// physicalRanges), and whether r is exactly that partition. ok is false
+// when the partitions cannot be read or none holds r whole (a split not
+// seen yet).
 func (p *Processor) physicalOf(ctx context.Context, r epk.Range) (phys epk.Range, exact, ok bool) {
-	frs, err := p.container.ReadFeedRanges(ctx, nil)
+	ranges, err := p.physicalRanges(ctx)
 	if err != nil {
 		return epk.Range{}, false, false
 	}
-	for _, f := range frs {
-		fr := epk.Range{Min: f.MinInclusive, Max: normMax(f.MaxExclusive)}
+	for _, fr := range ranges {
 		if epk.Compare(fr.Min, r.Min) <= 0 && epk.Compare(r.Max, fr.Max) <= 0 {
 			return fr, fr == r, true
 		}
 	}
 	return epk.Range{}, false, false
+}
+
+// physRangesMaxAge is how long physicalRanges reuses what the SDK's
+// routing map gave. Every read looks its partition up several times;
+// asking the SDK each time (cached there too, but at the cost of a
+// tracing span, a container lookup and a fresh slice per call) was a
+// twentieth of a warm replica's CPU and an eighth of its allocation.
+const physRangesMaxAge = time.Second
+
+// physicalRanges returns the container's physical partitions in EPK
+// order, from the SDK's cached routing map (no request unless that cache
+// is cold), reusing the last answer for up to physRangesMaxAge. A read
+// that fails or sees its position split forgets it (forgetPhysical), so a
+// split is seen as soon as the SDK has seen it. Callers must not modify
+// the slice.
+func (p *Processor) physicalRanges(ctx context.Context) ([]epk.Range, error) {
+	now := time.Now()
+	p.physMu.Lock()
+	if p.phys != nil && now.Sub(p.physAt) < physRangesMaxAge {
+		defer p.physMu.Unlock()
+		return p.phys, nil
+	}
+	p.physMu.Unlock()
+	frs, err := p.container.ReadFeedRanges(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]epk.Range, len(frs))
+	for i, f := range frs {
+		out[i] = epk.Range{Min: f.MinInclusive, Max: normMax(f.MaxExclusive)}
+	}
+	p.physMu.Lock()
+	p.phys, p.physAt = out, now
+	p.physMu.Unlock()
+	return out, nil
+}
+
+// forgetPhysical makes the next physicalRanges ask the SDK again.
+func (p *Processor) forgetPhysical() {
+	p.physMu.Lock()
+	p.phys = nil
+	p.physMu.Unlock()
 }
