@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/durafeed/durafeed/cosmosemu"
 	"github.com/durafeed/durafeed/cosmosemu/knobs"
+	"github.com/durafeed/durafeed/internal/clock"
 )
 
 // Database is the database every benchmark container is created in.
@@ -34,6 +36,41 @@ type EnvOptions struct {
 	Latency time.Duration
 	// Jitter is the uniform half-width around Latency (default none).
 	Jitter time.Duration
+	// ProbeSamples is the number of requests of each of the start-up
+	// probe's measurements (default 60; see Probe).
+	ProbeSamples int
+}
+
+const defaultProbeSamples = 60
+
+// Probe is what StartEnv measures before any scenario runs, on a container
+// of its own, through the SDK: the unit of the p99 target and the least a
+// feed-woken wake can take in this environment.
+//
+// Every request on a feed-woken path is issued by a process that has been
+// quiet since its last one: the reader's timer fires after a pause, the
+// feed read's answer wakes the fetch, and the fetch's lock batch follows.
+// On small machines a request issued after such a pause takes several
+// times what one issued right after another takes (threads parked, cores
+// idle): the two are measured apart, and the first is the round trip the
+// p99 target counts.
+type Probe struct {
+	// RoundTrip is the median of isolated point reads of a 1 KB document,
+	// each issued after a pause drawn uniformly from a quarter to one
+	// active feed delay, injected latency included. The p99 target's unit.
+	RoundTrip time.Duration
+	// BackToBack is the median of the same reads issued one right after
+	// another.
+	BackToBack time.Duration
+	// FloorP99 estimates the 99th percentile of a wake from another
+	// process that does no more than it must on the change feed: a wait
+	// uniform over one active feed delay (the change lands at a random
+	// phase of the reader's period), then an isolated point read (for the
+	// feed read, which costs at least that) followed at once by a
+	// transactional batch creating two documents of a new partition key
+	// (for the lock). Computed by WaitPlusPercentile from twice
+	// ProbeSamples measured read-and-batch pairs.
+	FloorP99 time.Duration
 }
 
 // Env is an embedded cosmosemu with the knobs' middleware (counters,
@@ -47,18 +84,19 @@ type Env struct {
 	// totals the reports use.
 	Knobs *knobs.Knobs
 
-	opts      EnvOptions
-	ops       *opCounters
-	roundTrip time.Duration
-	seq       atomic.Int64
+	opts  EnvOptions
+	ops   *opCounters
+	probe Probe
+	seq   atomic.Int64
 }
 
-// StartEnv starts an emulator and measures its round trip (the median of
-// sequential point reads of a 1 KB document through the SDK, injected
-// latency included).
+// StartEnv starts an emulator and probes it (see Probe).
 func StartEnv(ctx context.Context, opts EnvOptions) (*Env, error) {
 	if opts.PartitionCount <= 0 {
 		opts.PartitionCount = cosmosemu.DefaultPartitionCount
+	}
+	if opts.ProbeSamples <= 0 {
+		opts.ProbeSamples = defaultProbeSamples
 	}
 	k, err := knobs.New(knobs.Config{
 		Latency: knobs.LatencyConfig{Default: knobs.LatencySpec{Base: opts.Latency, Jitter: opts.Jitter}},
@@ -75,9 +113,9 @@ func StartEnv(ctx context.Context, opts EnvOptions) (*Env, error) {
 		return nil, err
 	}
 	e := &Env{Server: srv, Knobs: k, opts: opts, ops: oc}
-	if e.roundTrip, err = e.measureRoundTrip(ctx, 41); err != nil {
+	if e.probe, err = e.runProbe(ctx, opts.ProbeSamples); err != nil {
 		_ = srv.Close()
-		return nil, fmt.Errorf("bench: measuring the round trip: %w", err)
+		return nil, fmt.Errorf("bench: probing the round trip: %w", err)
 	}
 	return e, nil
 }
@@ -88,8 +126,12 @@ func (e *Env) Close() error { return e.Server.Close() }
 // Latency is the injected per-request latency.
 func (e *Env) Latency() time.Duration { return e.opts.Latency }
 
-// RoundTrip is the measured median point-read round trip.
-func (e *Env) RoundTrip() time.Duration { return e.roundTrip }
+// RoundTrip is the probe's median isolated point-read round trip, the p99
+// target's unit.
+func (e *Env) RoundTrip() time.Duration { return e.probe.RoundTrip }
+
+// Probe returns what StartEnv measured.
+func (e *Env) Probe() Probe { return e.probe }
 
 // PartitionCount is the number of physical partitions per container.
 func (e *Env) PartitionCount() int { return e.opts.PartitionCount }
@@ -99,43 +141,86 @@ func (e *Env) newContainer(label string) string {
 	return fmt.Sprintf("%s-%d", label, e.seq.Add(1))
 }
 
-func (e *Env) measureRoundTrip(ctx context.Context, n int) (time.Duration, error) {
+func (e *Env) runProbe(ctx context.Context, n int) (Probe, error) {
+	var pr Probe
 	c, err := e.Server.NewClient()
 	if err != nil {
-		return 0, err
+		return pr, err
 	}
 	if _, err := c.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: Database}, nil); err != nil && !isConflict(err) {
-		return 0, err
+		return pr, err
 	}
 	db, err := c.NewDatabase(Database)
 	if err != nil {
-		return 0, err
+		return pr, err
 	}
 	name := e.newContainer("roundtrip")
 	if _, err := db.CreateContainer(ctx, azcosmos.ContainerProperties{ID: name,
-		PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/id"}}}, nil); err != nil {
-		return 0, err
+		PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/pk"}}}, nil); err != nil {
+		return pr, err
 	}
 	cc, err := db.NewContainer(name)
 	if err != nil {
-		return 0, err
+		return pr, err
 	}
 	pk := azcosmos.NewPartitionKeyString("probe")
-	body := fmt.Sprintf(`{"id":"probe","pad":%q}`, strings.Repeat("x", 900))
+	body := fmt.Sprintf(`{"id":"probe","pk":"probe","pad":%q}`, strings.Repeat("x", 900))
 	if _, err := cc.CreateItem(ctx, pk, []byte(body), nil); err != nil {
-		return 0, err
+		return pr, err
 	}
-	samples := make([]time.Duration, 0, n)
-	for i := 0; i < n+1; i++ {
+	read := func() (time.Duration, error) {
 		t0 := time.Now()
-		if _, err := cc.ReadItem(ctx, pk, "probe", nil); err != nil {
-			return 0, err
-		}
-		if i > 0 { // the first read may open the connection
-			samples = append(samples, time.Since(t0))
-		}
+		_, err := cc.ReadItem(ctx, pk, "probe", nil)
+		return time.Since(t0), err
 	}
-	return Percentile(samples, 50), nil
+	rng := rand.New(rand.NewPCG(uint64(n), uint64(e.opts.Latency)))
+	d := activeFeedDelay()
+	pause := func() bool { return clock.Sleep(ctx, d/4+time.Duration(rng.Int64N(int64(d-d/4)+1))) }
+
+	var hot, isolated, pairs []time.Duration
+	if _, err := read(); err != nil { // the first read may open the connection
+		return pr, err
+	}
+	for range n {
+		rt, err := read()
+		if err != nil {
+			return pr, err
+		}
+		hot = append(hot, rt)
+	}
+	for range n {
+		if !pause() {
+			return pr, ctx.Err()
+		}
+		rt, err := read()
+		if err != nil {
+			return pr, err
+		}
+		isolated = append(isolated, rt)
+	}
+	for i := range 2 * n {
+		if !pause() {
+			return pr, ctx.Err()
+		}
+		t0 := time.Now()
+		if _, err := read(); err != nil {
+			return pr, err
+		}
+		id := fmt.Sprintf("lock-%d", i)
+		b := cc.NewTransactionalBatch(azcosmos.NewPartitionKeyString(id))
+		b.CreateItem(fmt.Appendf(nil, `{"id":%q,"pk":%q,"pad":%q}`, id, id, strings.Repeat("x", 500)), nil)
+		b.CreateItem(fmt.Appendf(nil, `{"id":"m","pk":%q,"pad":%q}`, id, strings.Repeat("x", 300)), nil)
+		res, err := cc.ExecuteTransactionalBatch(ctx, b, nil)
+		if err != nil {
+			return pr, err
+		}
+		if !res.Success {
+			return pr, fmt.Errorf("probe batch %s failed", id)
+		}
+		pairs = append(pairs, time.Since(t0))
+	}
+	return Probe{RoundTrip: Percentile(isolated, 50), BackToBack: Percentile(hot, 50),
+		FloorP99: WaitPlusPercentile(pairs, d, 99)}, nil
 }
 
 func isConflict(err error) bool {

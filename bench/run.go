@@ -186,8 +186,15 @@ type Settings struct {
 // EnvInfo describes one emulator.
 type EnvInfo struct {
 	InjectedLatencyMS float64 `json:"injected_latency_ms"`
-	// RoundTripMS is the median point-read round trip measured at start.
+	// RoundTripMS is the median isolated point-read round trip measured at
+	// start (Probe.RoundTrip), the p99 target's unit.
 	RoundTripMS float64 `json:"round_trip_ms"`
+	// BackToBackRoundTripMS is the median of the same reads issued one
+	// right after another (Probe.BackToBack).
+	BackToBackRoundTripMS float64 `json:"back_to_back_round_trip_ms"`
+	// FloorP99MS is the least a feed-woken wake from another process can
+	// take at the 99th percentile here (Probe.FloorP99).
+	FloorP99MS float64 `json:"floor_p99_ms"`
 }
 
 // Run starts one emulator per latency, runs every latency scenario (phase
@@ -226,8 +233,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return rep, err
 		}
 		envs = append(envs, e)
-		rep.Environments = append(rep.Environments, EnvInfo{InjectedLatencyMS: ms(lat), RoundTripMS: ms(e.RoundTrip())})
-		progress("emulator with %v injected latency: round trip %v", lat, e.RoundTrip().Round(time.Microsecond))
+		pr := e.Probe()
+		rep.Environments = append(rep.Environments, EnvInfo{InjectedLatencyMS: ms(lat), RoundTripMS: ms(pr.RoundTrip),
+			BackToBackRoundTripMS: ms(pr.BackToBack), FloorP99MS: ms(pr.FloorP99)})
+		progress("emulator with %v injected latency: round trip %v isolated, %v back to back; floor p99 %v", lat,
+			pr.RoundTrip.Round(time.Microsecond), pr.BackToBack.Round(time.Microsecond), pr.FloorP99.Round(time.Microsecond))
 	}
 	modes := cfg.Modes
 

@@ -39,7 +39,12 @@ func TestTinyRunProducesSaneNumbers(t *testing.T) {
 	require.NotEmpty(t, lines)
 	require.Empty(t, rep.Errors)
 	require.Len(t, rep.Environments, 1)
-	require.Greater(t, rep.Environments[0].RoundTripMS, 0.0)
+	env := rep.Environments[0]
+	require.Greater(t, env.RoundTripMS, 0.0)
+	require.Greater(t, env.BackToBackRoundTripMS, 0.0)
+	// The floor waits a uniform share of the active delay, then reads and
+	// writes: above the wait's own p99 by at least one read and one batch.
+	require.Greater(t, env.FloorP99MS, 0.99*ms(activeFeedDelay())+env.BackToBackRoundTripMS/2)
 
 	require.Len(t, rep.Latency, len(Cases)*len(Modes))
 	for _, l := range rep.Latency {

@@ -103,3 +103,40 @@ func (r Range) String() string {
 	}
 	return r.Min.String() + "–" + r.Max.String()
 }
+
+// WaitPlusPercentile returns the p-th percentile (0 < p < 100) of W + X,
+// where W is uniform over [0, wait] and independent of X, and X is drawn
+// from samples: the smallest q with P(W + X > q) ≤ 1 − p/100, found by
+// bisection to a microsecond. It is what a path costing X after a wait for
+// the next periodic read (a change landing at a uniformly random phase of
+// a reader that reads every wait) takes at that percentile. With wait 0 it
+// is the samples' own (interpolated) percentile; it returns 0 for no
+// samples.
+func WaitPlusPercentile(samples []time.Duration, wait time.Duration, p float64) time.Duration {
+	if len(samples) == 0 {
+		return 0
+	}
+	tail := 1 - p/100
+	exceed := func(q time.Duration) float64 {
+		s := 0.0
+		for _, x := range samples {
+			switch over := q - x; {
+			case over < 0:
+				s++
+			case over < wait:
+				s += 1 - float64(over)/float64(wait)
+			}
+		}
+		return s / float64(len(samples))
+	}
+	lo, hi := time.Duration(0), slices.Max(samples)+wait
+	for hi-lo > time.Microsecond {
+		mid := lo + (hi-lo)/2
+		if exceed(mid) > tail {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi
+}
