@@ -62,15 +62,17 @@
 //
 // Before any scenario, StartEnv probes each emulator (Probe): the median
 // point read issued back to back, the median point read issued alone after
-// a pause of a quarter to one active feed delay (isolated), and a floor:
-// the p99 of a wait uniform over the active feed delay followed by an
-// isolated point read and a two-document transactional batch, the least a
-// feed-woken wake does. Every request of a wake is issued by a process
-// that has been quiet since its last one, so the isolated read is the
-// round trip the targets count; at 0 ms injected it is about three times
-// the back-to-back one on 2 shared cores (threads and cores asleep), and
-// with back-to-back round trips the p99 target would lie below the floor.
-// Both, and the floor, are printed with the target.
+// a pause of a quarter to one active feed delay (isolated), and the p99 of
+// bare wakes: a bare SDK reader of one partition's change feed, reading
+// every active feed delay, that commits a two-document batch as soon as it
+// sees a document another client wrote (what any feed-woken wake must do,
+// without the engine). Every request of a wake is issued by a process that
+// has been quiet since its last one, so the isolated read is the round
+// trip the targets count; at 0 ms injected it is about three times the
+// back-to-back one on 2 shared cores (threads and cores asleep), where
+// the p99 target counted in back-to-back round trips lies at or below the
+// bare wakes' own p99. Both round trips and the bare wakes' p99 are
+// printed with the target.
 //
 // Targets (reported, never asserted): event-driven p50 wake latency at
 // least 20 times lower than polling's; event-driven p99 wake latency at

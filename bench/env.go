@@ -44,8 +44,8 @@ type EnvOptions struct {
 const defaultProbeSamples = 60
 
 // Probe is what StartEnv measures before any scenario runs, on a container
-// of its own, through the SDK: the unit of the p99 target and the least a
-// feed-woken wake can take in this environment.
+// of its own, through the SDK: the unit of the p99 target, and what a
+// feed-woken wake costs here without the engine.
 //
 // Every request on a feed-woken path is issued by a process that has been
 // quiet since its last one: the reader's timer fires after a pause, the
@@ -62,15 +62,12 @@ type Probe struct {
 	// BackToBack is the median of the same reads issued one right after
 	// another.
 	BackToBack time.Duration
-	// FloorP99 estimates the 99th percentile of a wake from another
-	// process that does no more than it must on the change feed: a wait
-	// uniform over one active feed delay (the change lands at a random
-	// phase of the reader's period), then an isolated point read (for the
-	// feed read, which costs at least that) followed at once by a
-	// transactional batch creating two documents of a new partition key
-	// (for the lock). Computed by WaitPlusPercentile from twice
-	// ProbeSamples measured read-and-batch pairs.
-	FloorP99 time.Duration
+	// BareWakeP99 is the 99th percentile of twice ProbeSamples wakes from
+	// another process's client that do no more than any feed-woken wake
+	// must: a bare reader reads the change feed of one physical partition
+	// every active feed delay and, seeing the written document, commits a
+	// two-document transactional batch at once (measureBareWakes).
+	BareWakeP99 time.Duration
 }
 
 // Env is an embedded cosmosemu with the knobs' middleware (counters,
@@ -156,7 +153,7 @@ func (e *Env) runProbe(ctx context.Context, n int) (Probe, error) {
 	}
 	name := e.newContainer("roundtrip")
 	if _, err := db.CreateContainer(ctx, azcosmos.ContainerProperties{ID: name,
-		PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/pk"}}}, nil); err != nil {
+		PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/pk"}, Version: 2}}, nil); err != nil {
 		return pr, err
 	}
 	cc, err := db.NewContainer(name)
@@ -177,7 +174,7 @@ func (e *Env) runProbe(ctx context.Context, n int) (Probe, error) {
 	d := activeFeedDelay()
 	pause := func() bool { return clock.Sleep(ctx, d/4+time.Duration(rng.Int64N(int64(d-d/4)+1))) }
 
-	var hot, isolated, pairs []time.Duration
+	var hot, isolated []time.Duration
 	if _, err := read(); err != nil { // the first read may open the connection
 		return pr, err
 	}
@@ -198,29 +195,23 @@ func (e *Env) runProbe(ctx context.Context, n int) (Probe, error) {
 		}
 		isolated = append(isolated, rt)
 	}
-	for i := range 2 * n {
-		if !pause() {
-			return pr, ctx.Err()
-		}
-		t0 := time.Now()
-		if _, err := read(); err != nil {
-			return pr, err
-		}
-		id := fmt.Sprintf("lock-%d", i)
-		b := cc.NewTransactionalBatch(azcosmos.NewPartitionKeyString(id))
-		b.CreateItem(fmt.Appendf(nil, `{"id":%q,"pk":%q,"pad":%q}`, id, id, strings.Repeat("x", 500)), nil)
-		b.CreateItem(fmt.Appendf(nil, `{"id":"m","pk":%q,"pad":%q}`, id, strings.Repeat("x", 300)), nil)
-		res, err := cc.ExecuteTransactionalBatch(ctx, b, nil)
-		if err != nil {
-			return pr, err
-		}
-		if !res.Success {
-			return pr, fmt.Errorf("probe batch %s failed", id)
-		}
-		pairs = append(pairs, time.Since(t0))
+	w, err := e.Server.NewClient() // the writer: another process's client
+	if err != nil {
+		return pr, err
 	}
-	return Probe{RoundTrip: Percentile(isolated, 50), BackToBack: Percentile(hot, 50),
-		FloorP99: WaitPlusPercentile(pairs, d, 99)}, nil
+	wdb, err := w.NewDatabase(Database)
+	if err != nil {
+		return pr, err
+	}
+	wc, err := wdb.NewContainer(name)
+	if err != nil {
+		return pr, err
+	}
+	bare, err := measureBareWakes(ctx, wc, cc, d, 2*n, rng)
+	if err != nil {
+		return pr, fmt.Errorf("bare wakes: %w", err)
+	}
+	return Probe{RoundTrip: Percentile(isolated, 50), BackToBack: Percentile(hot, 50), BareWakeP99: Percentile(bare, 99)}, nil
 }
 
 func isConflict(err error) bool {

@@ -192,9 +192,9 @@ type EnvInfo struct {
 	// BackToBackRoundTripMS is the median of the same reads issued one
 	// right after another (Probe.BackToBack).
 	BackToBackRoundTripMS float64 `json:"back_to_back_round_trip_ms"`
-	// FloorP99MS is the least a feed-woken wake from another process can
-	// take at the 99th percentile here (Probe.FloorP99).
-	FloorP99MS float64 `json:"floor_p99_ms"`
+	// BareWakeP99MS is the p99 of bare feed-woken wakes, without the
+	// engine (Probe.BareWakeP99).
+	BareWakeP99MS float64 `json:"bare_wake_p99_ms"`
 }
 
 // Run starts one emulator per latency, runs every latency scenario (phase
@@ -235,9 +235,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		envs = append(envs, e)
 		pr := e.Probe()
 		rep.Environments = append(rep.Environments, EnvInfo{InjectedLatencyMS: ms(lat), RoundTripMS: ms(pr.RoundTrip),
-			BackToBackRoundTripMS: ms(pr.BackToBack), FloorP99MS: ms(pr.FloorP99)})
-		progress("emulator with %v injected latency: round trip %v isolated, %v back to back; floor p99 %v", lat,
-			pr.RoundTrip.Round(time.Microsecond), pr.BackToBack.Round(time.Microsecond), pr.FloorP99.Round(time.Microsecond))
+			BackToBackRoundTripMS: ms(pr.BackToBack), BareWakeP99MS: ms(pr.BareWakeP99)})
+		progress("emulator with %v injected latency: round trip %v isolated, %v back to back; bare wakes' p99 %v", lat,
+			pr.RoundTrip.Round(time.Microsecond), pr.BackToBack.Round(time.Microsecond), pr.BareWakeP99.Round(time.Microsecond))
 	}
 	modes := cfg.Modes
 
