@@ -16,6 +16,10 @@ import (
 	"github.com/durafeed/durafeed/internal/epk"
 )
 
+// bareWakeTimeout bounds one bare wake: a document the reader has not
+// locked by then is an error, not a wait without end.
+const bareWakeTimeout = 10 * time.Second
+
 // measureBareWakes runs n bare feed-woken wakes on container cc (partition
 // key path /pk, hash version 2) and returns their latencies: a writer
 // (its own client, w) creates a document at a random moment; a reader
@@ -143,8 +147,12 @@ func measureBareWakes(ctx context.Context, w, cc *azcosmos.ContainerClient, d ti
 			return out, err
 		}
 		wrote := time.Now()
+		timeout := time.NewTimer(bareWakeTimeout)
 		select {
+		case <-timeout.C:
+			return out, fmt.Errorf("bare reader did not see %s within %v", id, bareWakeTimeout)
 		case got, ok := <-locked:
+			timeout.Stop()
 			if !ok {
 				stop()
 				wg.Wait()

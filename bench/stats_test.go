@@ -94,33 +94,3 @@ func TestTopOps(t *testing.T) {
 	m := map[string]OpRate{"Read": {RUPerMin: 1}, "Query": {RUPerMin: 9.2}, "ChangeFeed": {RUPerMin: 4}, "Batch": {RUPerMin: 4}}
 	require.Equal(t, "Query 9.2, Batch 4.0, ChangeFeed 4.0", topOps(m, 3))
 }
-
-func TestWaitPlusPercentile(t *testing.T) {
-	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
-	near := func(t *testing.T, want, got time.Duration) {
-		t.Helper()
-		require.InDelta(t, float64(want), float64(got), float64(2*time.Microsecond))
-	}
-	t.Run("a constant path adds to the wait's percentile", func(t *testing.T) {
-		near(t, ms(2+0.99*20), WaitPlusPercentile([]time.Duration{ms(2), ms(2), ms(2)}, ms(20), 99))
-		near(t, ms(2+0.5*20), WaitPlusPercentile([]time.Duration{ms(2)}, ms(20), 50))
-	})
-	t.Run("a slow tenth of paths moves the p99", func(t *testing.T) {
-		s := make([]time.Duration, 100)
-		for i := range s {
-			s[i] = ms(1)
-			if i%10 == 0 {
-				s[i] = ms(5)
-			}
-		}
-		// Above 21 ms only the slow paths can exceed q:
-		// P(W + X > q) = 0.1·(25 − q)/20, which is 0.01 at q = 23, where a
-		// fast path alone would give 20.8.
-		near(t, ms(23), WaitPlusPercentile(s, ms(20), 99))
-		near(t, ms(1+0.99*20), WaitPlusPercentile(s[1:10], ms(20), 99))
-	})
-	t.Run("without a wait it is the samples' percentile", func(t *testing.T) {
-		near(t, ms(3), WaitPlusPercentile([]time.Duration{ms(1), ms(2), ms(3)}, 0, 99))
-	})
-	require.Zero(t, WaitPlusPercentile(nil, ms(20), 99))
-}
