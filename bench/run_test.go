@@ -43,8 +43,8 @@ func TestTinyRunProducesSaneNumbers(t *testing.T) {
 	require.Greater(t, env.RoundTripMS, 0.0)
 	require.Greater(t, env.BackToBackRoundTripMS, 0.0)
 	// A bare wake waits for the next read, uniformly up to one active
-	// delay, then reads and writes: the second largest of 120 such waits is below
-	// 0.9 of the delay with a probability under 1e-4.
+	// delay, then reads and writes: the second largest of 120 such waits
+	// is below 0.9 of the delay with a probability under 1e-4.
 	require.Greater(t, env.BareWakeP99MS, 0.9*ms(activeFeedDelay()))
 
 	require.Len(t, rep.Latency, len(Cases)*len(Modes))

@@ -924,8 +924,11 @@ const physRangesMaxAge = time.Second
 // order, from the SDK's cached routing map (no request unless that cache
 // is cold), reusing the last answer for up to physRangesMaxAge. A read
 // that fails or sees its position split forgets it (forgetPhysical), so a
-// split is seen as soon as the SDK has seen it. Callers must not modify
-// the slice.
+// split this processor's reads run into is seen at their next lookup, and
+// any other within physRangesMaxAge of the SDK's seeing it. Until then a
+// lookup may name the parent partition, as the SDK's own cache may until
+// a request of its runs into the split; read handles both alike. Callers
+// must not modify the slice.
 func (p *Processor) physicalRanges(ctx context.Context) ([]epk.Range, error) {
 	now := time.Now()
 	p.physMu.Lock()
