@@ -39,6 +39,10 @@ func measureBareWakes(ctx context.Context, w, cc *azcosmos.ContainerClient, d ti
 		return nil, errors.New("no feed ranges")
 	}
 	fr := frs[0]
+	first := epk.Range{Min: fr.MinInclusive, Max: fr.MaxExclusive}
+	if first.Max == "" {
+		first.Max = epk.MaxExclusive
+	}
 	pkv := ""
 	for i := 0; pkv == "" && i < 10_000; i++ {
 		v := fmt.Sprintf("bare-%d", i)
@@ -46,11 +50,7 @@ func measureBareWakes(ctx context.Context, w, cc *azcosmos.ContainerClient, d ti
 		if err != nil {
 			return nil, err
 		}
-		hi := fr.MaxExclusive
-		if hi == "" {
-			hi = epk.MaxExclusive
-		}
-		if epk.Compare(fr.MinInclusive, key) <= 0 && epk.Compare(key, hi) < 0 {
+		if first.Contains(key) {
 			pkv = v
 		}
 	}

@@ -68,7 +68,7 @@
 // sees a document another client wrote (what any feed-woken wake must do,
 // without the engine). Every request of a wake is issued by a process that
 // has been quiet since its last one, so the isolated read is the round
-// trip the targets count; at 0 ms injected it is two to three times the
+// trip the targets count; at 0 ms injected it was 1.8 to 3.5 times the
 // back-to-back one on 2 shared cores (threads and cores asleep), where
 // the p99 target counted in back-to-back round trips lies at or below the
 // bare wakes' own p99. Both round trips and the bare wakes' p99 are

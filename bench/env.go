@@ -50,9 +50,9 @@ const defaultProbeSamples = 60
 // Every request on a feed-woken path is issued by a process that has been
 // quiet since its last one: the reader's timer fires after a pause, the
 // feed read's answer wakes the fetch, and the fetch's lock batch follows.
-// On small machines a request issued after such a pause takes two to
-// three times what one issued right after another takes (threads parked,
-// cores idle): the two are measured apart, and the first is the round trip
+// On small machines a request issued after such a pause takes about
+// twice what one issued right after another takes, or more (threads
+// parked, cores idle): the two are measured apart, and the first is the round trip
 // the p99 target counts.
 type Probe struct {
 	// RoundTrip is the median of isolated point reads of a 1 KB document,
