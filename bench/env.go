@@ -174,26 +174,31 @@ func (e *Env) runProbe(ctx context.Context, n int) (Probe, error) {
 	d := activeFeedDelay()
 	pause := func() bool { return clock.Sleep(ctx, d/4+time.Duration(rng.Int64N(int64(d-d/4)+1))) }
 
-	var hot, isolated []time.Duration
+	// reads returns n read times, each read after a pause if isolated.
+	reads := func(isolated bool) ([]time.Duration, error) {
+		out := make([]time.Duration, 0, n)
+		for range n {
+			if isolated && !pause() {
+				return nil, ctx.Err()
+			}
+			rt, err := read()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rt)
+		}
+		return out, nil
+	}
 	if _, err := read(); err != nil { // the first read may open the connection
 		return pr, err
 	}
-	for range n {
-		rt, err := read()
-		if err != nil {
-			return pr, err
-		}
-		hot = append(hot, rt)
+	hot, err := reads(false)
+	if err != nil {
+		return pr, err
 	}
-	for range n {
-		if !pause() {
-			return pr, ctx.Err()
-		}
-		rt, err := read()
-		if err != nil {
-			return pr, err
-		}
-		isolated = append(isolated, rt)
+	isolated, err := reads(true)
+	if err != nil {
+		return pr, err
 	}
 	w, err := e.Server.NewClient() // the writer: another process's client
 	if err != nil {
