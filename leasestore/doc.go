@@ -31,8 +31,8 @@
 //	owner:<id>  {"type":"owner", "replica", "incarnation", "seq",
 //	             "state": "live"|"leaving"|"expired", "expiredBy", "writtenAt"}
 //
-// Options.Ranges gives the leases (default SlotBlocks(16, 256): 16 blocks of
-// 16 dispatch slots). Run creates missing lease documents (409 means another
+// Options.Ranges gives the leases (default slots.Ranges(slots.DefaultBlocks):
+// 8 blocks of 32 dispatch slots). Run creates missing lease documents (409 means another
 // replica did) and fails with ErrRangesMismatch when stored ranges differ
 // from the configuration (changing the layout means deleting the lease
 // documents while no replica runs). epoch is incremented on every ownership

@@ -18,6 +18,8 @@ import (
 	"github.com/durafeed/durafeed/cosmosemu"
 	"github.com/durafeed/durafeed/cosmosemu/knobs"
 	"github.com/stretchr/testify/require"
+
+	"github.com/durafeed/durafeed/slots"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 )
@@ -38,7 +40,7 @@ func testOptions(id string) Options {
 	return Options{
 		ReplicaID:         id,
 		PartitionKey:      "/instanceId",
-		Ranges:            SlotBlocks(16, 256),
+		Ranges:            slots.Ranges(16),
 		LeaseExpiry:       testExpiry,
 		HeartbeatInterval: testHeartbeat,
 		WatchActiveDelay:  testActive,

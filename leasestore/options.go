@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/durafeed/durafeed/internal/epk"
+	"github.com/durafeed/durafeed/slots"
 	"go.uber.org/zap"
 )
 
@@ -37,11 +38,6 @@ const (
 	// replica's heartbeat costs about 2.4 RU). It bounds how long a
 	// graceful hand-off, a join or a steal request waits to be seen.
 	DefaultWatchIdleCeiling = 500 * time.Millisecond
-	// DefaultBlocks and DefaultSlots are durafeed's lease layout: 16 leases
-	// of 16 consecutive dispatch slots each, out of 256.
-	DefaultBlocks = 16
-	// DefaultSlots is the dispatch slot count of durafeed (see DefaultBlocks).
-	DefaultSlots = 256
 	// resyncPeriods is how many heartbeat intervals pass between two full
 	// re-reads of the lease partition (the watch's safety net).
 	resyncPeriods = 5
@@ -74,7 +70,7 @@ type Options struct {
 
 	// Ranges are the EPK ranges of the leases: lease i covers Ranges[i].
 	// They must be non-empty and must not overlap. Default
-	// SlotBlocks(DefaultBlocks, DefaultSlots). Every replica must use the
+	// slots.Ranges(slots.DefaultBlocks), durafeed's lease layout. Every replica must use the
 	// same ranges; Run fails with ErrRangesMismatch otherwise.
 	Ranges []epk.Range
 
@@ -127,23 +123,6 @@ type Options struct {
 	WallClock func() time.Time
 }
 
-// SlotBlocks splits slots dispatch slots (a power of two up to
-// epk.MaxSlots) into blocks contiguous EPK ranges of slots/blocks slots each,
-// in ascending order, using epk.SlotRange: block i covers slots
-// i*slots/blocks .. (i+1)*slots/blocks-1. It returns nil unless blocks is
-// between 1 and slots and divides slots.
-func SlotBlocks(blocks, slots int) []epk.Range {
-	if epk.CheckSlots(slots) != nil || blocks < 1 || blocks > slots || slots%blocks != 0 {
-		return nil
-	}
-	per := slots / blocks
-	out := make([]epk.Range, blocks)
-	for i := range out {
-		out[i] = epk.SlotRange(i*per, (i+1)*per-1, slots)
-	}
-	return out
-}
-
 // reservedProps are document properties the store writes itself; the
 // partition key property must not be one of them.
 var reservedProps = map[string]bool{
@@ -182,7 +161,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.PartitionKeyValue = DefaultPartitionKeyValue
 	}
 	if o.Ranges == nil {
-		o.Ranges = SlotBlocks(DefaultBlocks, DefaultSlots)
+		o.Ranges = slots.Ranges(slots.DefaultBlocks)
 	}
 	if err := checkRanges(o.Ranges); err != nil {
 		return o, err
@@ -246,7 +225,7 @@ func pkProperty(path string) (string, error) {
 
 func checkRanges(rs []epk.Range) error {
 	if len(rs) == 0 {
-		return errors.New("leasestore: no lease ranges (Options.Ranges is empty; SlotBlocks returns nil for invalid arguments)")
+		return errors.New("leasestore: no lease ranges (Options.Ranges is empty; slots.Ranges returns nil for invalid arguments)")
 	}
 	for i, r := range rs {
 		if epk.Compare(r.Min, r.Max) >= 0 {

@@ -17,6 +17,8 @@ import (
 	"github.com/durafeed/durafeed/cosmosemu"
 	"github.com/durafeed/durafeed/internal/epk"
 	"github.com/stretchr/testify/require"
+
+	"github.com/durafeed/durafeed/slots"
 )
 
 // generous bounds a wait that only guards against hanging.
@@ -71,7 +73,7 @@ func TestThreeStoresBalance(t *testing.T) {
 		for _, li := range owned {
 			require.Equal(t, n.s.ReplicaID(), li.Owner)
 			require.Equal(t, leaseID(li.Index), li.ID)
-			require.Equal(t, SlotBlocks(16, 256)[li.Index], li.Range)
+			require.Equal(t, slots.Ranges(16)[li.Index], li.Range)
 		}
 		total += len(owned)
 		require.Eventually(t, func() bool {
@@ -278,10 +280,10 @@ func TestRangesMismatch(t *testing.T) {
 	e := newEnv(t)
 	a := e.start("a", relaxed)
 	e.log.waitFor(t, generous, "a holds all", balanced(16, a.name))
-	different := SlotBlocks(16, 256)
-	different[3] = SlotBlocks(32, 256)[6] // half of block 3
+	different := slots.Ranges(16)
+	different[3] = slots.Ranges(32)[6] // half of block 3
 	for name, rs := range map[string][]epk.Range{
-		"fewer":     SlotBlocks(8, 256),
+		"fewer":     slots.Ranges(8),
 		"different": different,
 	} {
 		o := testOptions("x-" + name)
@@ -308,7 +310,7 @@ func TestCompareAndSwapRaceOneWinner(t *testing.T) {
 			o := testOptions(id)
 			o.LeaseExpiry, o.HeartbeatInterval = 0, 0 // defaults: no heartbeat loop runs here
 			o.PartitionKeyValue = pkv
-			o.Ranges = SlotBlocks(1, 256)
+			o.Ranges = slots.Ranges(1)
 			s, err := New(e.container(nil), o)
 			require.NoError(t, err)
 			require.NoError(t, s.setup(ctx))
@@ -363,7 +365,7 @@ func TestCompareAndSwapRaceOneWinner(t *testing.T) {
 func TestRacingStartsOneHolder(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	one := func(o *Options) { relaxed(o); o.Ranges = SlotBlocks(1, 256) }
+	one := func(o *Options) { relaxed(o); o.Ranges = slots.Ranges(1) }
 	var ns []*node
 	for i := 0; i < 4; i++ {
 		ns = append(ns, e.start(fmt.Sprintf("r%d", i), one))
@@ -383,7 +385,7 @@ func TestCheckpoint(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	two := func(o *Options) { relaxed(o); o.Ranges = SlotBlocks(2, 256) }
+	two := func(o *Options) { relaxed(o); o.Ranges = slots.Ranges(2) }
 	a := e.start("a", two)
 	e.log.waitFor(t, generous, "a holds both", balanced(2, a.name))
 	l1, l2 := <-a.leases, <-a.leases

@@ -7,27 +7,9 @@ import (
 
 	"github.com/durafeed/durafeed/internal/epk"
 	"github.com/stretchr/testify/require"
-)
 
-func TestSlotBlocks(t *testing.T) {
-	t.Parallel()
-	rs := SlotBlocks(16, 256)
-	require.Len(t, rs, 16)
-	require.Equal(t, epk.MinInclusive, rs[0].Min)
-	require.Equal(t, epk.MaxExclusive, rs[15].Max)
-	for i, r := range rs {
-		require.Equal(t, epk.SlotRange(i*16, i*16+15, 256), r)
-		if i > 0 {
-			require.Equal(t, rs[i-1].Max, r.Min, "contiguous")
-		}
-	}
-	require.Equal(t, epk.SplitEven(16), rs, "power-of-two blocks are SplitEven's ranges")
-	require.Nil(t, SlotBlocks(3, 256), "blocks must divide slots")
-	require.Nil(t, SlotBlocks(0, 256))
-	require.Nil(t, SlotBlocks(512, 256))
-	require.Nil(t, SlotBlocks(4, 100), "slots must be a power of two")
-	require.Equal(t, []epk.Range{{Min: epk.MinInclusive, Max: epk.MaxExclusive}}, SlotBlocks(1, 256))
-}
+	"github.com/durafeed/durafeed/slots"
+)
 
 func TestOptionsDefaults(t *testing.T) {
 	t.Parallel()
@@ -36,7 +18,7 @@ func TestOptionsDefaults(t *testing.T) {
 	require.NotEmpty(t, o.ReplicaID)
 	require.NoError(t, checkReplicaID(o.ReplicaID))
 	require.Equal(t, "$leases", o.PartitionKeyValue)
-	require.Equal(t, SlotBlocks(16, 256), o.Ranges)
+	require.Equal(t, slots.Ranges(slots.DefaultBlocks), o.Ranges)
 	require.Equal(t, 10*time.Second, o.LeaseExpiry)
 	require.Equal(t, 2*time.Second, o.HeartbeatInterval)
 	require.Equal(t, 50*time.Millisecond, o.WatchActiveDelay)

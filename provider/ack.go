@@ -11,6 +11,7 @@ import (
 
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/durable/history"
+	"github.com/durafeed/durafeed/slots"
 )
 
 // turnPlan is an ack turned into documents, before it is split into batches.
@@ -340,7 +341,7 @@ func (p *Provider) deliverIntents(ctx context.Context, source string, intents []
 		return
 	}
 	if e := p.ev; e != nil && e.isJoined() {
-		if slot := slotOf(source); e.isOwned(slot) {
+		if slot := slots.Of(source); e.isOwned(slot) {
 			e.wakeSlot(slot)
 			return
 		}

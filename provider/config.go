@@ -9,6 +9,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"go.uber.org/zap"
+
+	"github.com/durafeed/durafeed/slots"
 )
 
 // Mode selects how fetches find work.
@@ -47,9 +49,6 @@ const (
 	DefaultReconcileInterval = 2 * time.Second
 	DefaultReconcileAge      = 2 * time.Second
 
-	// DefaultLeaseBlocks is the number of leases (blocks of 256/8 = 32
-	// dispatch slots): one change-feed reader each.
-	DefaultLeaseBlocks = 8
 	// DefaultLeaseExpiry is how long a replica's heartbeat may stay
 	// unchanged before others take its leases.
 	DefaultLeaseExpiry = 10 * time.Second
@@ -233,7 +232,7 @@ func (c Config) withDefaults() Config {
 		c.idleLeave = idleLeave
 	}
 	if c.LeaseBlocks <= 0 {
-		c.LeaseBlocks = DefaultLeaseBlocks
+		c.LeaseBlocks = slots.DefaultBlocks
 	}
 	if c.LeaseExpiry <= 0 {
 		c.LeaseExpiry = DefaultLeaseExpiry

@@ -24,12 +24,13 @@ import (
 	"github.com/durafeed/durafeed/internal/clock"
 	"github.com/durafeed/durafeed/internal/epk"
 	"github.com/durafeed/durafeed/leasestore"
+	"github.com/durafeed/durafeed/slots"
 	"github.com/durafeed/durafeed/wakeup"
 )
 
 // allSlots is every dispatch slot: fetches wait on all of them, since only
 // owned (or hinted) slots are ever signalled.
-var allSlots = wakeup.All(SlotCount)
+var allSlots = wakeup.All(slots.Count)
 
 // engine is the event-driven mode: the wakeup hubs, and while the replica
 // takes part in dispatch a session (lease store, change-feed processor,
@@ -209,13 +210,13 @@ func defaultReplicaID() string {
 
 func newEngine(p *Provider, cfg Config) (*engine, error) {
 	b := cfg.LeaseBlocks
-	if b < 1 || b > SlotCount || b&(b-1) != 0 {
-		return nil, fmt.Errorf("provider: LeaseBlocks %d is not a power of two from 1 to %d", b, SlotCount)
+	if b < 1 || b > slots.Count || b&(b-1) != 0 {
+		return nil, fmt.Errorf("provider: LeaseBlocks %d is not a power of two from 1 to %d", b, slots.Count)
 	}
 	if cfg.ReplicaID == "" {
 		cfg.ReplicaID = defaultReplicaID()
 	}
-	e := &engine{p: p, cfg: cfg, log: p.log.With(zap.String("replica", cfg.ReplicaID)), per: SlotCount / b,
+	e := &engine{p: p, cfg: cfg, log: p.log.With(zap.String("replica", cfg.ReplicaID)), per: slots.Count / b,
 		blocked: map[string]int{}, released: map[string]int64{}, wreleased: map[string]int64{}, parked: map[string]parkedWI{},
 		refused: map[string]refusedOI{}, hinted: map[string]hintSeen{}, joinCh: make(chan struct{})}
 	if !cfg.noHeads {
@@ -294,7 +295,7 @@ func (e *engine) startSession() (*session, error) {
 		ReplicaID:         e.cfg.ReplicaID,
 		PartitionKey:      "/instanceId",
 		PartitionKeyValue: e.leasePartition(),
-		Ranges:            leasestore.SlotBlocks(e.cfg.LeaseBlocks, SlotCount),
+		Ranges:            slots.Ranges(e.cfg.LeaseBlocks),
 		LeaseExpiry:       e.cfg.LeaseExpiry,
 		HeartbeatInterval: e.cfg.HeartbeatInterval,
 		WatchActiveDelay:  e.cfg.WatchActiveDelay,
@@ -377,7 +378,7 @@ func (e *engine) leave(s *session, graceful bool) {
 	}
 	s.cancel()
 	s.wg.Wait()
-	all := wakeup.All(SlotCount)
+	all := wakeup.All(slots.Count)
 	e.orch.Drop(all)
 	e.work.Drop(all)
 	e.maint.Drop(all)
@@ -552,7 +553,7 @@ func byEnqueued[T any](rows []T, at func(*T) int64) {
 // signalQueue turns a queue document's current state into a wakeup on the
 // local hubs, when its slot is owned here (or always, with force).
 func (e *engine) signalQueue(q queueHead, force bool) {
-	if q.DispatchSlot < 0 || q.DispatchSlot >= SlotCount || (!force && !e.isOwned(q.DispatchSlot)) {
+	if q.DispatchSlot < 0 || q.DispatchSlot >= slots.Count || (!force && !e.isOwned(q.DispatchSlot)) {
 		return
 	}
 	now := nowMS()
@@ -589,7 +590,7 @@ func (p *Provider) noteQueueDocs(docs ...queueDoc) {
 // lockedOrch records an orchestration lock this process took: its expiry
 // is signalled, and work that waited for it may go.
 func (e *engine) lockedOrch(instance string, until int64, more bool) {
-	slot := slotOf(instance)
+	slot := slots.Of(instance)
 	e.mu.Lock()
 	if more {
 		e.blocked[instance] = slot // the rest goes once this turn is done
@@ -607,7 +608,7 @@ func (e *engine) lockedOrch(instance string, until int64, more bool) {
 // released by this process: its expiry wakeup is void, and work that
 // arrived while it was held may go now.
 func (e *engine) unlockedOrch(instance string, until int64) {
-	slot := slotOf(instance)
+	slot := slots.Of(instance)
 	e.mu.Lock()
 	e.released[instance] = until
 	_, wasBlocked := e.blocked[instance]
@@ -637,7 +638,7 @@ func (e *engine) foundLocked(slot int, instance string, until int64) {
 
 // instanceChanged reacts to an instance document seen on the feed.
 func (e *engine) instanceChanged(d *instanceDoc) {
-	slot := slotOf(d.InstanceID)
+	slot := slots.Of(d.InstanceID)
 	if !e.isOwned(slot) {
 		return
 	}
@@ -733,7 +734,7 @@ func (e *engine) handle(ctx context.Context, b changefeed.Batch) error {
 			if err := json.Unmarshal(raw, &in); err != nil {
 				continue
 			}
-			if !e.isOwned(slotOf(in.InstanceID)) {
+			if !e.isOwned(slots.Of(in.InstanceID)) {
 				continue
 			}
 			if err := e.p.outbox.deliver(ctx, in); err != nil {
@@ -763,7 +764,7 @@ func slotSetClause(s wakeup.Set) (string, []azcosmos.QueryParameter) {
 	}
 	prev := -2
 	for sl := range s.All() {
-		if sl >= SlotCount {
+		if sl >= slots.Count {
 			break
 		}
 		if sl != prev+1 {
@@ -780,7 +781,7 @@ func slotSetClause(s wakeup.Set) (string, []azcosmos.QueryParameter) {
 	if len(parts) == 0 {
 		return "false", nil
 	}
-	if len(parts) == 1 && parts[0] == "(c.dispatchSlot >= @lo0 AND c.dispatchSlot <= @hi0)" && s.Len() == SlotCount {
+	if len(parts) == 1 && parts[0] == "(c.dispatchSlot >= @lo0 AND c.dispatchSlot <= @hi0)" && s.Len() == slots.Count {
 		return "true", nil
 	}
 	return "(" + strings.Join(parts, " OR ") + ")", params
@@ -1101,7 +1102,7 @@ func (e *engine) onLeaseDocument(raw []byte) {
 		// own filter (and keeps it aside as refused if that fails too).
 		now := time.Now()
 		for _, inst := range h.Refused {
-			if sl := slotOf(inst); !e.isOwned(sl) {
+			if sl := slots.Of(inst); !e.isOwned(sl) {
 				e.orch.Signal(sl, orchKey(inst), now)
 			}
 		}
@@ -1151,7 +1152,7 @@ func (e *engine) rescanHinted() {
 			continue
 		}
 		for _, s := range h.slots {
-			if s < 0 || s >= SlotCount || e.isOwned(s) || now.Sub(h.scanned[s]) < 200*time.Millisecond {
+			if s < 0 || s >= slots.Count || e.isOwned(s) || now.Sub(h.scanned[s]) < 200*time.Millisecond {
 				continue
 			}
 			if e.work.Pending(wakeup.SetOf(s)) == 0 {
@@ -1321,6 +1322,6 @@ func (e *engine) clearHint(ctx context.Context) {
 // wakeSlot makes the feed reader of slot read at once.
 func (e *engine) wakeSlot(slot int) {
 	if s := e.sess.Load(); s != nil {
-		s.proc.Wake(epk.SlotRange(slot, slot, SlotCount))
+		s.proc.Wake(epk.SlotRange(slot, slot, slots.Count))
 	}
 }

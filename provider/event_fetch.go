@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/slots"
 	"github.com/durafeed/durafeed/wakeup"
 )
 
@@ -186,7 +187,7 @@ func (p *Provider) fetchWorkEvent(ctx context.Context, lockTimeout, pollTimeout 
 	deadline := time.Now().Add(pollTimeout)
 	if joined := e.joined(); !e.isJoined() {
 		for {
-			item, err := p.fetchWorkPolling(ctx, lockTimeout, session, tags, share{lo: 0, hi: SlotCount - 1})
+			item, err := p.fetchWorkPolling(ctx, lockTimeout, session, tags, slots.Block{First: 0, Last: slots.Count - 1})
 			if err != nil || item != nil {
 				return item, err
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/durable/history"
 	"github.com/durafeed/durafeed/leasestore"
+	"github.com/durafeed/durafeed/slots"
 )
 
 // The multi-replica tests drive providers through the provider API with a
@@ -164,7 +165,7 @@ func (r *replica) orchLoop(ctx context.Context) {
 			continue
 		}
 		from := time.Now()
-		owned := r.p.ev.isOwned(slotOf(item.Instance))
+		owned := r.p.ev.isOwned(slots.Of(item.Instance))
 		turn := r.plan(item)
 		till := time.Now()
 		if err := r.p.AckOrchestrationItem(ctx, item.LockToken, turn); err != nil {
@@ -296,7 +297,7 @@ func requireOwnership(t *testing.T, d time.Duration, what string, rs ...*replica
 				}
 			}
 		}
-		if total == SlotCount && union == SlotCount {
+		if total == slots.Count && union == slots.Count {
 			ok = true
 			break
 		}
@@ -311,9 +312,9 @@ func requireOwnership(t *testing.T, d time.Duration, what string, rs ...*replica
 // block of each other.
 func requireBalanced(t *testing.T, rs ...*replica) {
 	t.Helper()
-	per := SlotCount / DefaultLeaseBlocks
+	per := slots.Count / slots.DefaultBlocks
 	spread := func() int {
-		lo, hi := SlotCount, 0
+		lo, hi := slots.Count, 0
 		for _, r := range rs {
 			n := ownedCount(r.p)
 			lo, hi = min(lo, n), max(hi, n)
@@ -451,7 +452,7 @@ func TestReplicasShareSlots(t *testing.T) {
 		seq0 = heartbeatSeq(t, container, "d")
 		return seq0 > 0
 	}, 10*time.Second, 5*time.Millisecond, "the joining replica registers")
-	fair := SlotCount / 3 / (SlotCount / DefaultLeaseBlocks) * (SlotCount / DefaultLeaseBlocks) // two blocks of three
+	fair := slots.Count / 3 / (slots.Count / slots.DefaultBlocks) * (slots.Count / slots.DefaultBlocks) // two blocks of three
 	var beats int64
 	require.Eventually(t, func() bool {
 		beats = heartbeatSeq(t, container, "d") - seq0
@@ -713,11 +714,11 @@ func TestPinnedInstanceRunsOnCompatibleReplica(t *testing.T) {
 	seedCfg.ReplicaID = "seed"
 	seed, err := New(ctx, seedCfg)
 	require.NoError(t, err)
-	per := SlotCount / DefaultLeaseBlocks
+	per := slots.Count / slots.DefaultBlocks
 	var insts []string
-	for i := 0; len(insts) < DefaultLeaseBlocks; i++ {
+	for i := 0; len(insts) < slots.DefaultBlocks; i++ {
 		id := fmt.Sprint("pinned-", i)
-		if slotOf(id)/per == len(insts) {
+		if slots.Of(id)/per == len(insts) {
 			insts = append(insts, id)
 		}
 	}
@@ -767,7 +768,7 @@ func TestPinnedInstanceRunsOnCompatibleReplica(t *testing.T) {
 
 	var onOld []string
 	for _, id := range insts {
-		if old.p.ev.isOwned(slotOf(id)) {
+		if old.p.ev.isOwned(slots.Of(id)) {
 			onOld = append(onOld, id)
 		}
 		require.NoError(t, cur.p.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: id, Name: "go", Data: "{}"}, 0))
@@ -781,7 +782,7 @@ func TestPinnedInstanceRunsOnCompatibleReplica(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, id := range insts {
-		require.Equal(t, "new", ranOn[id], "%s runs on the replica that accepts 2.x (owner old: %v)", id, old.p.ev.isOwned(slotOf(id)))
+		require.Equal(t, "new", ranOn[id], "%s runs on the replica that accepts 2.x (owner old: %v)", id, old.p.ev.isOwned(slots.Of(id)))
 	}
 }
 
@@ -804,7 +805,7 @@ func TestLateFirstFeedReadLosesNothing(t *testing.T) {
 	p := openProvider(t, cfg)
 	// New waits for the share a bounded time; a loaded machine may need
 	// longer.
-	require.Eventually(t, func() bool { return ownedCount(p) == SlotCount }, 10*time.Second, 5*time.Millisecond, "New joined and owns every slot")
+	require.Eventually(t, func() bool { return ownedCount(p) == slots.Count }, 10*time.Second, 5*time.Millisecond, "New joined and owns every slot")
 
 	// Past the old timer's catch-up, before any reader has read.
 	time.Sleep(1500 * time.Millisecond)

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/slots"
 	"github.com/durafeed/durafeed/wakeup"
 )
 
@@ -80,7 +81,7 @@ func (h *headIndex) markPartial(instance string) {
 		return
 	}
 	if len(h.partial) >= maxPartial {
-		h.complete.Remove(slotOf(instance))
+		h.complete.Remove(slots.Of(instance))
 		return
 	}
 	h.partial[instance] = struct{}{}
@@ -99,15 +100,15 @@ func (h *headIndex) missed(instance string) {
 
 // acquired forgets what was known of slots this replica now owns again:
 // they count as complete only after their catch-up (caughtUp).
-func (h *headIndex) acquired(slots wakeup.Set) {
+func (h *headIndex) acquired(set wakeup.Set) {
 	if h == nil {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.complete = h.complete.Difference(slots)
+	h.complete = h.complete.Difference(set)
 	for inst := range h.partial {
-		if slots.Contains(slotOf(inst)) {
+		if set.Contains(slots.Of(inst)) {
 			delete(h.partial, inst)
 		}
 	}
@@ -119,19 +120,19 @@ func (h *headIndex) acquired(slots wakeup.Set) {
 // caller passes only slots awaiting no further catch-up. Ownership is
 // checked again here, under the lock dropSlots takes, so a slot lost
 // since the caller looked is not marked.
-func (h *headIndex) caughtUp(slots wakeup.Set, instances []string) {
+func (h *headIndex) caughtUp(set wakeup.Set, instances []string) {
 	if h == nil {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for sl := range slots.All() {
+	for sl := range set.All() {
 		if h.owned == nil || h.owned(sl) {
 			h.complete.Add(sl)
 		}
 	}
 	for _, inst := range instances {
-		if slots.Contains(slotOf(inst)) {
+		if set.Contains(slots.Of(inst)) {
 			h.markPartial(inst) // when partial is full, drops the slot again
 		}
 	}
@@ -147,7 +148,7 @@ func (h *headIndex) isComplete(instance string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	_, part := h.partial[instance]
-	return !part && h.complete.Contains(slotOf(instance))
+	return !part && h.complete.Contains(slots.Of(instance))
 }
 
 // note records (or, when the message is locked or its work item is too

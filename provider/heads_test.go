@@ -11,6 +11,7 @@ import (
 
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/durable/history"
+	"github.com/durafeed/durafeed/slots"
 	"github.com/durafeed/durafeed/wakeup"
 )
 
@@ -120,7 +121,7 @@ func TestHeadIndex(t *testing.T) {
 	})
 	t.Run("completeness", func(t *testing.T) {
 		h := newHeadIndex(nil)
-		all := wakeup.Range(0, SlotCount-1)
+		all := wakeup.Range(0, slots.Count-1)
 		require.False(t, h.isComplete("new"), "nothing is complete before a catch-up")
 		h.caughtUp(all, []string{"backlog"})
 		require.True(t, h.isComplete("new"))
@@ -148,7 +149,7 @@ func TestHeadIndex(t *testing.T) {
 		}
 		require.Positive(t, evicted, "an evicted instance's heads are no longer complete")
 
-		sl := slotOf("new")
+		sl := slots.Of("new")
 		h.dropSlots(wakeup.Range(sl, sl))
 		require.False(t, h.isComplete("new"), "a slot given up")
 		h.acquired(all)
@@ -441,7 +442,7 @@ func TestLostLeaseDropsHeads(t *testing.T) {
 		owned := a.ev.ownedSet()
 		kept := instances(a)
 		for _, inst := range kept {
-			if !owned.Contains(slotOf(inst)) {
+			if !owned.Contains(slots.Of(inst)) {
 				return false
 			}
 		}

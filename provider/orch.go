@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/slots"
 )
 
 // maxLockAttempts bounds how many candidate instances one fetch tries.
@@ -62,17 +63,17 @@ func (p *Provider) FetchOrchestrationItem(ctx context.Context, lockTimeout, poll
 }
 
 // slotClause restricts a query to a share's slots (nothing for all slots).
-func slotClause(sh share) (string, []azcosmos.QueryParameter) {
-	if sh.all() {
+func slotClause(sh slots.Block) (string, []azcosmos.QueryParameter) {
+	if sh.All() {
 		return "", nil
 	}
-	return " AND c.dispatchSlot >= @lo AND c.dispatchSlot <= @hi", []azcosmos.QueryParameter{param("@lo", sh.lo), param("@hi", sh.hi)}
+	return " AND c.dispatchSlot >= @lo AND c.dispatchSlot <= @hi", []azcosmos.QueryParameter{param("@lo", sh.First), param("@hi", sh.Last)}
 }
 
 // findOrchCandidates returns the instances with visible, unlocked
 // orchestrator messages in the share, oldest message first. The query is
 // cross-partition, so it has no ORDER BY: sorting is client-side.
-func (p *Provider) findOrchCandidates(ctx context.Context, sh share) ([]string, error) {
+func (p *Provider) findOrchCandidates(ctx context.Context, sh slots.Block) ([]string, error) {
 	now := nowMS()
 	clause, params := slotClause(sh)
 	params = append(params, param("@now", now))
@@ -519,7 +520,7 @@ func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken strin
 	if p.ev != nil && p.ev.isJoined() {
 		p.ev.unlockedOrch(t.instance, d.LockedUntil)
 		if len(d.LockedMsgs) > 0 {
-			p.noteQueueDocs(queueDoc{InstanceID: t.instance, Type: typeOrchQueue, DispatchSlot: slotOf(t.instance), VisibleAt: now + durMS(delay)})
+			p.noteQueueDocs(queueDoc{InstanceID: t.instance, Type: typeOrchQueue, DispatchSlot: slots.Of(t.instance), VisibleAt: now + durMS(delay)})
 		}
 	}
 	return nil

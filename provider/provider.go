@@ -15,6 +15,7 @@ import (
 
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/durable/history"
+	"github.com/durafeed/durafeed/slots"
 )
 
 // Name and Version identify the implementation.
@@ -182,7 +183,7 @@ func newQueueDoc(id string, item durable.WorkItem, visibleAt int64) (queueDoc, e
 		return queueDoc{}, err
 	}
 	inst := item.TargetInstance()
-	d := queueDoc{ID: id, InstanceID: inst, WorkItem: string(b), DispatchSlot: slotOf(inst),
+	d := queueDoc{ID: id, InstanceID: inst, WorkItem: string(b), DispatchSlot: slots.Of(inst),
 		VisibleAt: visibleAt, EnqueuedAt: enqueueStamp()}
 	if item.Queue() == durable.WorkerQueue {
 		d.Type = typeWorkQueue

@@ -65,51 +65,7 @@ func TestTokenRoundTrip(t *testing.T) {
 	}
 }
 
-func TestSlotVectorsAndDistribution(t *testing.T) {
-	// Stable across processes and releases: these values are part of the
-	// stored format (dispatchSlot) and must never change.
-	vectors := map[string]int{}
-	for _, id := range []string{"order-123", "user-456", "a", ""} {
-		vectors[id] = slotOf(id)
-	}
-	for id, s := range vectors {
-		require.Equal(t, s, slotOf(id))
-		require.GreaterOrEqual(t, s, 0)
-		require.Less(t, s, SlotCount)
-	}
-	t.Logf("slot vectors: %v", vectors)
-	counts := make([]int, SlotCount)
-	const n = 256 * 200
-	for i := 0; i < n; i++ {
-		counts[slotOf("instance-"+itoa(i))]++
-	}
-	for s, c := range counts {
-		require.Greater(t, c, 100, "slot %d is underused", s)
-		require.Less(t, c, 300, "slot %d is overused", s)
-	}
-}
-
-// fixedSlotVectors are the slots of "order-123", "user-456" and "a".
-var fixedSlotVectors = []int{4, 225, 233}
-
-func TestSlotVectorsFixed(t *testing.T) {
-	got := []int{slotOf("order-123"), slotOf("user-456"), slotOf("a")}
-	require.Equal(t, fixedSlotVectors, got)
-}
-
 func TestShares(t *testing.T) {
-	for _, n := range []int{1, 2, 3, 4, 7, 256, 1000} {
-		sh := splitShares(n)
-		next := 0
-		for _, s := range sh {
-			require.Equal(t, next, s.lo)
-			require.GreaterOrEqual(t, s.hi, s.lo)
-			next = s.hi + 1
-		}
-		require.Equal(t, SlotCount, next)
-	}
-	require.True(t, splitShares(1)[0].all())
-
 	l := newLocalShares(3)
 	ctx := context.Background()
 	a, ra, _ := l.acquire(ctx)

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/slots"
 )
 
 // tagClause renders a tag filter as a query condition ("" for any tag).
@@ -56,7 +57,7 @@ func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout t
 
 // fetchWorkPolling runs the worker candidate query over the share's slots
 // and locks the oldest item it may take.
-func (p *Provider) fetchWorkPolling(ctx context.Context, lockTimeout time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter, sh share) (*durable.LockedWorkItem, error) {
+func (p *Provider) fetchWorkPolling(ctx context.Context, lockTimeout time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter, sh slots.Block) (*durable.LockedWorkItem, error) {
 	const op = "fetch_work_item"
 	now := nowMS()
 	sql := "SELECT c.id, c.instanceId, c.enqueuedAt, c.sessionId, c._etag FROM c WHERE c.type = 'worker_queue' AND c.visibleAt <= @now AND c.lockedUntil <= @now"

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/durafeed/durafeed/slots"
 )
 
 func benchNames(n int) []string {
@@ -102,7 +104,7 @@ func benchContention(b *testing.B, pingPong bool) {
 	done := make(chan struct{})
 	ack := make(chan struct{}, 1)
 	var wg sync.WaitGroup
-	for _, share := range Blocks(DefaultSlots, waiters) {
+	for _, share := range blocks(waiters) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -137,7 +139,7 @@ func benchContention(b *testing.B, pingPong bool) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				i := int(next.Add(1) - 1)
-				h.Signal(i%DefaultSlots, names[i], now)
+				h.Signal(i%slots.Count, names[i], now)
 			}
 		})
 	}
@@ -161,10 +163,10 @@ func BenchmarkTimerDue(b *testing.B) {
 	defer h.Close()
 	names := benchNames(4096)
 	ctx := context.Background()
-	all := All(DefaultSlots)
+	all := All(slots.Count)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		h.Signal(i%DefaultSlots, names[i%len(names)], clk.Now().Add(time.Duration(1+i%64)*time.Millisecond))
+		h.Signal(i%slots.Count, names[i%len(names)], clk.Now().Add(time.Duration(1+i%64)*time.Millisecond))
 		if i%64 == 63 {
 			clk.Advance(64 * time.Millisecond)
 			for {

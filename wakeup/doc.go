@@ -14,10 +14,9 @@
 //
 // # Slots
 //
-// Slots are the provider's dispatch slots (epk.SlotOf of the instance's
-// effective partition key, 256 by default); a contiguous block of slots is
-// one change-feed range. A Set is a bitset of slots; Range and Blocks build
-// contiguous blocks (Blocks splits like the provider's shares).
+// Slots are durafeed's dispatch slots (package slots: 256 by default); a
+// contiguous block of slots is one change-feed range. A Set is a bitset of
+// slots; Range and BlockSet build contiguous blocks.
 //
 // # Semantics
 //

@@ -8,10 +8,9 @@ import (
 	"slices"
 	"sync"
 	"time"
-)
 
-// DefaultSlots is the default slot count: the provider's 256 dispatch slots.
-const DefaultSlots = 256
+	"github.com/durafeed/durafeed/slots"
+)
 
 // DefaultMaxPendingPerSlot is the default bound on what one slot remembers
 // before it collapses into a Scan wakeup.
@@ -20,8 +19,8 @@ const DefaultMaxPendingPerSlot = 1024
 // Options configures a Hub. The zero value is valid: every field has a
 // documented default.
 type Options struct {
-	// Slots is the number of slots, in [1, MaxSlots]; default DefaultSlots
-	// (256). Slots passed to the hub must lie in [0, Slots).
+	// Slots is the number of slots, in [1, MaxSlots]; default slots.Count
+	// (durafeed's 256 dispatch slots). Slots passed to the hub must lie in [0, Slots).
 	Slots int
 	// Clock is the time source; default SystemClock.
 	Clock Clock
@@ -170,7 +169,7 @@ var waiterPool = sync.Pool{New: func() any { return &waiter{ch: make(chan struct
 // New returns a hub configured by opts, or an error for invalid options.
 func New(opts Options) (*Hub, error) {
 	if opts.Slots == 0 {
-		opts.Slots = DefaultSlots
+		opts.Slots = slots.Count
 	}
 	if opts.Slots < 1 || opts.Slots > MaxSlots {
 		return nil, fmt.Errorf("wakeup: Options.Slots %d outside [1, %d]", opts.Slots, MaxSlots)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/durafeed/durafeed/slots"
 )
 
 // env is the state a scripted step acts on.
@@ -100,7 +102,7 @@ func runScripts(t *testing.T, cases []script) {
 	}
 }
 
-var all = All(DefaultSlots)
+var all = All(slots.Count)
 
 func TestImmediateTake(t *testing.T) {
 	t.Parallel()
@@ -295,7 +297,7 @@ func TestNoCrossSlotWakeups(t *testing.T) {
 	t.Parallel()
 	h, _, blocked := testHub(t, Options{})
 	const n = 32
-	shares := Blocks(DefaultSlots, n)
+	shares := blocks(n)
 	results := make([]<-chan result, n)
 	for i := range n {
 		results[i] = waitAsync(context.Background(), h, SetOf(i*8), time.Hour)
@@ -462,14 +464,14 @@ func TestExactlyOnce(t *testing.T) {
 	h, err := New(Options{MaxPendingPerSlot: signals})
 	require.NoError(t, err)
 	defer h.Close()
-	blocks := Blocks(DefaultSlots, waiters)
+	shares := blocks(waiters)
 	counts := make([]atomic.Int32, signals)
 	var delivered atomic.Int64
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
 	for i := range waiters {
-		set := blocks[i].Union(blocks[(i+1)%waiters]) // overlapping sets
+		set := shares[i].Union(shares[(i+1)%waiters]) // overlapping sets
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -493,7 +495,7 @@ func TestExactlyOnce(t *testing.T) {
 		go func() {
 			defer pw.Done()
 			for n := p; n < signals; n += producers {
-				h.Signal(n%DefaultSlots, fmt.Sprint(n), time.Now())
+				h.Signal(n%slots.Count, fmt.Sprint(n), time.Now())
 			}
 		}()
 	}

@@ -5,6 +5,8 @@ import (
 	"iter"
 	"math/bits"
 	"strings"
+
+	"github.com/durafeed/durafeed/slots"
 )
 
 // MaxSlots is the largest slot count a Hub and a Set support; it equals the
@@ -47,25 +49,13 @@ func Range(first, last int) Set {
 	return s
 }
 
+// BlockSet returns the set of the slots of a block of durafeed's slot
+// layout.
+func BlockSet(b slots.Block) Set { return Range(b.First, b.Last) }
+
 // All returns the set of every slot of a hub with the given slot count:
 // Range(0, slots-1).
 func All(slots int) Set { return Range(0, slots-1) }
-
-// Blocks splits slots 0..slots-1 into n contiguous blocks of near-equal
-// size, in slot order (block i is i*slots/n .. (i+1)*slots/n-1, the
-// provider's share split). n is clamped to [1, slots]; slots must be in
-// [1, MaxSlots].
-func Blocks(slots, n int) []Set {
-	if slots < 1 || slots > MaxSlots {
-		panic(fmt.Sprintf("wakeup: slot count %d outside [1, %d]", slots, MaxSlots))
-	}
-	n = min(max(n, 1), slots)
-	out := make([]Set, n)
-	for i := range out {
-		out[i] = Range(i*slots/n, (i+1)*slots/n-1)
-	}
-	return out
-}
 
 func checkSlot(slot int) {
 	if slot < 0 || slot >= MaxSlots {

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/durafeed/durafeed/slots"
 )
 
 func TestSet(t *testing.T) {
@@ -67,29 +69,24 @@ func TestSetMutation(t *testing.T) {
 	require.Equal(t, Range(0, 255), All(256))
 }
 
-func TestBlocks(t *testing.T) {
+func TestBlockSet(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		slots, n int
-		want     []Set
-	}{
-		{256, 1, []Set{Range(0, 255)}},
-		{256, 4, []Set{Range(0, 63), Range(64, 127), Range(128, 191), Range(192, 255)}},
-		{10, 3, []Set{Range(0, 2), Range(3, 5), Range(6, 9)}},
-		{4, 9, []Set{SetOf(0), SetOf(1), SetOf(2), SetOf(3)}},
-		{4, 0, []Set{Range(0, 3)}},
+	require.Equal(t, []Set{Range(0, 63), Range(64, 127), Range(128, 191), Range(192, 255)}, blocks(4))
+	require.Equal(t, []Set{All(slots.Count)}, blocks(1))
+	var union Set
+	for _, b := range blocks(7) {
+		require.True(t, b.IsRange())
+		require.True(t, union.Intersect(b).IsEmpty(), "blocks overlap")
+		union = union.Union(b)
 	}
-	for _, tc := range cases {
-		got := Blocks(tc.slots, tc.n)
-		require.Equal(t, tc.want, got, "Blocks(%d, %d)", tc.slots, tc.n)
-		var union Set
-		for _, b := range got {
-			require.True(t, b.IsRange())
-			require.True(t, union.Intersect(b).IsEmpty(), "blocks overlap")
-			union = union.Union(b)
-		}
-		require.Equal(t, All(tc.slots), union)
+	require.Equal(t, All(slots.Count), union)
+}
+
+// blocks is the layout's split into n blocks, as sets.
+func blocks(n int) []Set {
+	var out []Set
+	for _, b := range slots.Split(n) {
+		out = append(out, BlockSet(b))
 	}
-	require.Panics(t, func() { Blocks(0, 1) })
-	require.Panics(t, func() { Blocks(MaxSlots+1, 1) })
+	return out
 }
