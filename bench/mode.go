@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/durafeed/durafeed/engine"
 	"github.com/durafeed/durafeed/provider"
+	"github.com/durafeed/durafeed/store"
 )
 
 // Mode is the provider's dispatch mode under test.
@@ -38,13 +40,13 @@ func ParseMode(s string) (Mode, error) {
 // defaults except for the store's address. This is the only place that
 // maps a Mode onto provider.Config.
 func (e *Env) providerConfig(container string, m Mode) (provider.Config, error) {
-	cfg := provider.Config{
+	cfg := provider.Config{Store: store.Options{
 		Endpoint:      e.Server.Endpoint(),
 		Key:           e.Server.Key(),
 		Database:      Database,
 		Container:     container,
 		ClientOptions: e.Server.ClientOptions(), // its own connections: a separate replica
-	}
+	}}
 	switch m {
 	case ModePolling:
 		cfg.Mode = provider.ModePolling
@@ -65,7 +67,7 @@ func clientMode(m Mode) Mode { return m }
 // activeFeedDelay is the delay between change-feed reads while changes
 // flow, with default settings (the latency target is this plus five round
 // trips).
-func activeFeedDelay() time.Duration { return provider.DefaultFeedActiveDelay }
+func activeFeedDelay() time.Duration { return engine.DefaultFeedActiveDelay }
 
 // openProvider opens one replica.
 func (e *Env) openProvider(ctx context.Context, container string, m Mode) (*provider.Provider, error) {

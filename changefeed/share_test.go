@@ -74,10 +74,13 @@ func TestLeasesOfOnePartitionShareReads(t *testing.T) {
 				require.GreaterOrEqual(t, reads, int64(3*rounds), "each woken reader reads")
 				require.Zero(t, s1.SharedPages)
 			} else {
-				// One read a round; a reader that had not recorded its
-				// position when the next round began reads alone, rarely.
-				require.LessOrEqual(t, reads, int64(rounds+rounds/4))
-				require.GreaterOrEqual(t, s1.SharedPages-s0.SharedPages, int64(3*rounds-rounds/4))
+				// One read a round when the machine keeps up; a reader
+				// that had not recorded its position when the next round
+				// began reads alone, which a loaded machine makes common.
+				// Shared reads must stay well below separate reads' three
+				// or more a round, whatever the load.
+				require.LessOrEqual(t, reads, int64(2*rounds))
+				require.GreaterOrEqual(t, s1.SharedPages-s0.SharedPages, int64(rounds))
 			}
 			for _, d := range rec.snapshot() {
 				require.Equal(t, fmt.Sprint("q", d.Seq%4), d.lease, "document %s went to the lease holding its key", d.ID)

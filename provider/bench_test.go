@@ -160,7 +160,6 @@ func BenchmarkIdleReplicaCost(b *testing.B) {
 			cfg := testConfig(container)
 			cfg.Mode = mode
 			cfg.ReconcileInterval, cfg.ReconcileAge = 0, 0
-			cfg = cfg.withDefaults()
 			p := openProvider(b, cfg)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

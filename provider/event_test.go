@@ -110,7 +110,7 @@ const (
 	testWorkLock = 10 * time.Second
 )
 
-func startReplica(t *testing.T, cfg Config, name string, j *journal, loops int, work time.Duration) *replica {
+func startReplica(t *testing.T, cfg testCfg, name string, j *journal, loops int, work time.Duration) *replica {
 	t.Helper()
 	return startReplicaLocking(t, cfg, name, j, loops, work, testOrchLock)
 }
@@ -118,7 +118,7 @@ func startReplica(t *testing.T, cfg Config, name string, j *journal, loops int, 
 // startReplicaLocking is startReplica with the orchestration lock its
 // turns take (the test runtime never renews it, so a turn must end within
 // it).
-func startReplicaLocking(t *testing.T, cfg Config, name string, j *journal, loops int, work, orchLock time.Duration) *replica {
+func startReplicaLocking(t *testing.T, cfg testCfg, name string, j *journal, loops int, work, orchLock time.Duration) *replica {
 	t.Helper()
 	cfg.ReplicaID = name
 	if os.Getenv("DURAFEED_TEST_LOG") != "" {
@@ -130,7 +130,7 @@ func startReplicaLocking(t *testing.T, cfg Config, name string, j *journal, loop
 			cfg.Logger = l.Named(t.Name() + "/" + name)
 		}
 	}
-	p, err := New(context.Background(), cfg)
+	p, err := newProvider(context.Background(), cfg)
 	require.NoError(t, err)
 	r := &replica{name: name, p: p, j: j, work: work, orchLock: orchLock}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -154,7 +154,7 @@ func (r *replica) stop() {
 func (r *replica) crash() {
 	r.cancel()
 	r.wg.Wait()
-	r.p.ev.crash()
+	r.p.Crash()
 	_ = r.p.Close()
 }
 
@@ -165,7 +165,7 @@ func (r *replica) orchLoop(ctx context.Context) {
 			continue
 		}
 		from := time.Now()
-		owned := r.p.ev.isOwned(slots.Of(item.Instance))
+		owned := r.p.ev.Owned().Contains(slots.Of(item.Instance))
 		turn := r.plan(item)
 		till := time.Now()
 		if err := r.p.AckOrchestrationItem(ctx, item.LockToken, turn); err != nil {
@@ -270,13 +270,13 @@ func (r *replica) workLoop(ctx context.Context) {
 
 // replicaConfig is the event-driven test configuration of the
 // multi-replica tests.
-func replicaConfig(container string) Config {
+func replicaConfig(container string) testCfg {
 	c := eventConfig(container)
 	c.SafetySweepInterval = time.Hour // the feed and the signals must do the work
 	return c
 }
 
-func ownedCount(p *Provider) int { return p.ev.ownedSet().Len() }
+func ownedCount(p *Provider) int { return p.ev.Owned().Len() }
 
 // requireOwnership waits until the replicas own every slot exactly once,
 // within d.
@@ -288,7 +288,7 @@ func requireOwnership(t *testing.T, d time.Duration, what string, rs ...*replica
 		total, union := 0, 0
 		seen := map[int]bool{}
 		for _, r := range rs {
-			s := r.p.ev.ownedSet()
+			s := r.p.ev.Owned()
 			total += s.Len()
 			for sl := range s.All() {
 				if !seen[sl] {
@@ -391,20 +391,16 @@ func logLeftovers(t *testing.T, container string, rs ...*replica) {
 		}
 		for _, it := range page.Items {
 			if n++; n <= 50 {
-				t.Logf("left (now %d): %s", nowMS(), it)
+				t.Logf("left (now %d): %s", time.Now().UnixMilli(), it)
 			}
 		}
 	}
 	for _, r := range rs {
-		owned := r.p.ev.ownedSet()
-		orch, work := r.p.ev.orch.Snapshot(), r.p.ev.work.Snapshot()
+		owned := r.p.ev.Owned()
+		orch, work := r.p.ev.Pending()
 		t.Logf("replica %s: joined %v, owns %d slots, orch wakeups %d (waiters %d), work wakeups %d (waiters %d)",
-			r.name, r.p.ev.isJoined(), owned.Len(), len(orch.Pending), orch.Waiters, len(work.Pending), work.Waiters)
-		r.p.ev.mu.Lock()
-		for who, h := range r.p.ev.hinted {
-			t.Logf("  follows the hint of %s: slots %v seq %d seen %v ago", who, h.slots, h.seq, time.Since(h.seenAt))
-		}
-		r.p.ev.mu.Unlock()
+			r.name, r.p.ev.Joined(), owned.Len(), len(orch.Pending), orch.Waiters, len(work.Pending), work.Waiters)
+		t.Logf("  counters: %+v", r.p.ev.Stats())
 		for i, pw := range work.Pending {
 			if i < 10 {
 				t.Logf("  work wakeup kind %d slot %d %q at %d due %v later %v", pw.Kind, pw.Slot, pw.Instance, pw.VisibleAt.UnixMilli(), pw.Due, pw.Later)
@@ -486,7 +482,7 @@ func TestReplicasHistoryConsistentUnderChurn(t *testing.T) {
 	c := startReplica(t, cfg, "c", j, 3, time.Millisecond)
 	requireOwnership(t, 10*time.Second, "start", a, b, c)
 	ctx := context.Background()
-	client, err := New(ctx, replicaConfig(container)) // a client: never joins
+	client, err := newProvider(ctx, replicaConfig(container)) // a client: never joins
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
 	ids := make([]string, instances)
@@ -608,7 +604,7 @@ func TestFanOutSpreadsActivities(t *testing.T) {
 	var total int64
 	for _, r := range rs {
 		t.Logf("replica %s: %d activities, %d orchestration turns, hint scans %d, hints written %d", r.name, r.acts.Load(), r.turns.Load(),
-			r.p.ev.stats.hintScans.Load(), r.p.ev.stats.hintsWritten.Load())
+			r.p.ev.Stats().HintScans, r.p.ev.Stats().HintsWritten)
 		total += r.acts.Load()
 		require.GreaterOrEqual(t, r.acts.Load(), int64(n/5), "replica %s executes at least 20%% of the activities", r.name)
 	}
@@ -633,14 +629,14 @@ func TestOutboxDeliveredByFeedAfterCrash(t *testing.T) {
 	createInstance(t, a, "parent", "")
 	require.NoError(t, a.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: "parent", Name: "go"}, 0))
 	item := mustFetchOrch(t, a, lockLong)
-	a.ev.holdIntents.Store(true)
+	a.ev.HoldIntents(true)
 	require.NoError(t, a.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
 		HistoryDelta:      []history.Event{ev("parent", 1, 2, history.SubOrchestrationScheduled{Name: "C", Instance: "child", Input: "{}"})},
 		OrchestratorItems: []durable.WorkItem{durable.StartOrchestration{Instance: "child", Orchestration: "C", Input: "{}", ExecutionID: 1, ParentInstance: "parent", ParentID: 2}}}))
 	require.Equal(t, 1, countDocs(t, container, "parent", "c.type = 'outbox_intent'"), "the commit wrote the intent")
 	time.Sleep(100 * time.Millisecond) // the held handler has seen it
 	require.Zero(t, countDocs(t, container, "child", "c.type = 'orch_queue'"), "nothing delivered yet")
-	a.ev.crash()
+	a.Crash()
 
 	cfgB := cfg
 	cfgB.ReplicaID = "b"
@@ -648,8 +644,8 @@ func TestOutboxDeliveredByFeedAfterCrash(t *testing.T) {
 	require.Eventually(t, func() bool { return countDocs(t, container, "parent", "c.type = 'outbox_intent'") == 0 },
 		cfg.LeaseExpiry+10*time.Second, 20*time.Millisecond, "the new owner's feed delivers the intent")
 	require.Equal(t, 1, countDocs(t, container, "child", "c.type = 'orch_queue'"), "delivered exactly once")
-	require.GreaterOrEqual(t, b.ev.stats.feedDelivered.Load(), int64(1), "delivered by the feed handler")
-	require.Zero(t, b.ev.stats.sweepDelivered.Load()+a.ev.stats.sweepDelivered.Load(), "not by the safety sweep")
+	require.GreaterOrEqual(t, b.ev.Stats().FeedDelivered, int64(1), "delivered by the feed handler")
+	require.Zero(t, b.ev.Stats().SweepDelivered+a.ev.Stats().SweepDelivered, "not by the safety sweep")
 	var child *durable.OrchestrationItem
 	require.Eventually(t, func() bool {
 		var err error
@@ -712,7 +708,7 @@ func TestPinnedInstanceRunsOnCompatibleReplica(t *testing.T) {
 	// leaves.
 	seedCfg := cfg
 	seedCfg.ReplicaID = "seed"
-	seed, err := New(ctx, seedCfg)
+	seed, err := newProvider(ctx, seedCfg)
 	require.NoError(t, err)
 	per := slots.Count / slots.DefaultBlocks
 	var insts []string
@@ -768,7 +764,7 @@ func TestPinnedInstanceRunsOnCompatibleReplica(t *testing.T) {
 
 	var onOld []string
 	for _, id := range insts {
-		if old.p.ev.isOwned(slots.Of(id)) {
+		if old.p.ev.Owned().Contains(slots.Of(id)) {
 			onOld = append(onOld, id)
 		}
 		require.NoError(t, cur.p.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: id, Name: "go", Data: "{}"}, 0))
@@ -782,7 +778,7 @@ func TestPinnedInstanceRunsOnCompatibleReplica(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, id := range insts {
-		require.Equal(t, "new", ranOn[id], "%s runs on the replica that accepts 2.x (owner old: %v)", id, old.p.ev.isOwned(slots.Of(id)))
+		require.Equal(t, "new", ranOn[id], "%s runs on the replica that accepts 2.x (owner old: %v)", id, old.p.ev.Owned().Contains(slots.Of(id)))
 	}
 }
 

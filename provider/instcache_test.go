@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -141,18 +142,15 @@ func TestTurnRequests(t *testing.T) {
 					ev(f.inst, 1, 7, history.OrchestrationCompleted{Output: out})},
 				Metadata: durable.ExecutionMetadata{Status: durable.StatusCompleted, Output: &out, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
 			require.Equal(t, tc.lastAck, ops(f.took()))
-			require.Zero(t, f.p.ev.stats.staleCache.Load())
+			require.Zero(t, f.p.s.Stats().StaleCache)
 
 			v, ok, err := f.p.GetKVValue(ctx, f.inst, "k")
 			require.NoError(t, err)
 			require.True(t, ok)
 			require.Equal(t, "v", v)
-			var kd kvDoc
-			found, err := f.p.s.read(ctx, f.inst, kvID("k"), &kd)
-			require.NoError(t, err)
-			require.True(t, found)
-			require.True(t, kd.Has, "the completion merged the execution's write into the snapshot")
-			require.Nil(t, kd.Delta)
+			kd := readDoc(t, f.container, f.inst, "kv:k")
+			require.Equal(t, true, kd["has"], "the completion merged the execution's write into the snapshot")
+			require.Nil(t, kd["delta"])
 			info, err := f.p.GetInstanceInfo(ctx, f.inst)
 			require.NoError(t, err)
 			require.Equal(t, durable.StatusCompleted, info.Status)
@@ -173,23 +171,19 @@ func TestStaleRememberedDocument(t *testing.T) {
 	raw := rawContainer(t, f.container)
 	var pt azcosmos.PatchOperations
 	pt.AppendSet("/customStatus", "set elsewhere")
-	_, err := raw.PatchItem(context.Background(), azcosmos.NewPartitionKeyString(f.inst), idInstance, pt, nil)
+	_, err := raw.PatchItem(context.Background(), azcosmos.NewPartitionKeyString(f.inst), "instance", pt, nil)
 	require.NoError(t, err)
 
 	item := f.nextTurn(t)
 	require.Equal(t, []string{"Query", "Batch:Multi-Status", "Query", "Query", "Batch"}, ops(f.took()))
-	require.Equal(t, int64(1), f.p.ev.stats.staleCache.Load())
+	require.Equal(t, int64(1), f.p.s.Stats().StaleCache)
 
 	require.NoError(t, f.p.AckOrchestrationItem(context.Background(), item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
 		HistoryDelta: []history.Event{ev(f.inst, 1, 4, history.ActivityCompleted{Result: "r"})},
 		Metadata:     durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
 	require.Equal(t, []string{"Batch"}, ops(f.took()))
-	var d instanceDoc
-	found, err := f.p.s.read(context.Background(), f.inst, idInstance, &d)
-	require.NoError(t, err)
-	require.True(t, found)
-	require.NotNil(t, d.CustomStatus)
-	require.Equal(t, "set elsewhere", *d.CustomStatus, "the lock and the commit started from the current document")
+	d := readDoc(t, f.container, f.inst, "instance")
+	require.Equal(t, "set elsewhere", d["customStatus"], "the lock and the commit started from the current document")
 }
 
 // TestStaleHeldDocument: a change to the instance document while a turn
@@ -202,7 +196,7 @@ func TestStaleHeldDocument(t *testing.T) {
 	raw := rawContainer(t, f.container)
 	var pt azcosmos.PatchOperations
 	pt.AppendSet("/updatedAt", 7)
-	_, err := raw.PatchItem(context.Background(), azcosmos.NewPartitionKeyString(f.inst), idInstance, pt, nil)
+	_, err := raw.PatchItem(context.Background(), azcosmos.NewPartitionKeyString(f.inst), "instance", pt, nil)
 	require.NoError(t, err)
 	f.took()
 
@@ -219,91 +213,12 @@ func TestStaleHeldDocument(t *testing.T) {
 	require.ErrorIs(t, err, durable.ErrPermanent)
 }
 
-// TestInstCacheBounds: the cache keeps at most its size of entries per
-// map, refuses documents it must not lock from, and restores only into
-// free room.
-func TestInstCacheBounds(t *testing.T) {
-	t.Parallel()
-	clean := instanceDoc{ID: idInstance, Type: typeInstance, CurrentExecutionID: 1}
-	for _, tc := range []struct {
-		name string
-		doc  func() instanceDoc
-		etag string
-		size int
-		kept bool
-	}{
-		{"clean", func() instanceDoc { return clean }, "e", 100, true},
-		{"no etag", func() instanceDoc { return clean }, "", 100, false},
-		{"too large", func() instanceDoc { return clean }, "e", maxCachedDocBytes + 1, false},
-		{"locked", func() instanceDoc { d := clean; d.LockToken = "t"; return d }, "e", 100, false},
-		{"pending", func() instanceDoc { d := clean; d.Pending = true; return d }, "e", 100, false},
-		{"deleting", func() instanceDoc { d := clean; d.Deleting = "x"; return d }, "e", 100, false},
-		{"staging", func() instanceDoc { d := clean; d.Staging = "n"; return d }, "e", 100, false},
-		{"publishing", func() instanceDoc { d := clean; d.Publish = &publishRecord{}; return d }, "e", 100, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := newInstCache(4)
-			c.put("a", clean, "old", "", 10)
-			c.put("a", tc.doc(), tc.etag, "s", tc.size)
-			e, ok := c.take("a")
-			require.Equal(t, tc.kept, ok)
-			if ok {
-				require.Equal(t, tc.etag, e.doc.ETag)
-				require.Equal(t, "s", e.session)
-				_, again := c.take("a")
-				require.False(t, again, "an entry is taken once")
-			}
-		})
-	}
-
-	c := newInstCache(3)
-	for _, k := range []string{"a", "b", "c", "d", "e"} {
-		c.put(k, clean, "e", "", 10)
-		c.hold("t"+k, clean, "e", "", 10, nil, true)
-	}
-	unlocked, locked := sizes(c)
-	require.Equal(t, 3, unlocked)
-	require.Equal(t, 3, locked)
-	e, ok := c.heldDoc("te")
-	require.True(t, ok, "the newest entry is kept")
-	require.Equal(t, "e", e.doc.ETag)
-	c.release("te")
-	_, ok = c.heldDoc("te")
-	require.False(t, ok)
-
-	big := []kvDoc{{Key: "k", Value: string(make([]byte, maxCachedDocBytes))}}
-	for _, tc := range []struct {
-		kv    []kvDoc
-		known bool
-		want  bool
-	}{{nil, true, true}, {[]kvDoc{{Key: "k", Value: "v"}}, true, true}, {big, true, false}, {nil, false, false}} {
-		c.hold("kv", clean, "e", "", 10, tc.kv, tc.known)
-		e, ok := c.heldDoc("kv")
-		require.True(t, ok)
-		require.Equal(t, tc.want, e.kvKnown)
-		if tc.want {
-			require.Equal(t, tc.kv, e.kv)
-		} else {
-			require.Nil(t, e.kv)
-		}
-	}
-
-	taken, ok := c.take("e")
-	require.True(t, ok)
-	c.put("f", clean, "e", "", 10)
-	c.restore("e", taken)
-	_, ok = c.take("e")
-	require.False(t, ok, "no room: the restored entry is not kept")
-
-	var none *instCache = newInstCache(-1)
-	none.put("a", clean, "e", "", 10)
-	_, ok = none.take("a")
-	require.False(t, ok, "a disabled cache remembers nothing")
-}
-
-// sizes returns the number of unlocked and locked entries of c.
-func sizes(c *instCache) (unlocked, locked int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.m), len(c.held)
+// readDoc point-reads a document with the SDK alone.
+func readDoc(t *testing.T, container, partition, id string) map[string]any {
+	t.Helper()
+	resp, err := rawContainer(t, container).ReadItem(context.Background(), azcosmos.NewPartitionKeyString(partition), id, nil)
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(resp.Value, &doc))
+	return doc
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/durafeed/durafeed/cosmosemu"
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/durable/history"
+	"github.com/durafeed/durafeed/outbox"
+	"github.com/durafeed/durafeed/slots"
 )
 
 const lockLong = 30 * time.Second
@@ -22,7 +24,7 @@ func ev(inst string, exec, id uint64, k history.EventKind) history.Event {
 }
 
 // quietConfig is a test config whose reconciler stays out of the way.
-func quietConfig(container string) Config {
+func quietConfig(container string) testCfg {
 	c := testConfig(container)
 	c.ReconcileInterval, c.ReconcileAge = time.Hour, time.Hour
 	return c
@@ -272,12 +274,15 @@ func TestOutboxDeliveredOnceAfterFailure(t *testing.T) {
 	require.Len(t, child.Messages, 1)
 	require.Eventually(t, func() bool { return countDocs(t, container, "parent", "c.type = 'outbox_intent'") == 0 }, 10*time.Second, 20*time.Millisecond)
 	// A second delivery of the same intent is absorbed by its deterministic id.
-	var in intentDoc
+	var in outbox.Intent
 	in.InstanceID, in.TargetInstance, in.ID = "parent", "child", "intent:none"
-	q, _ := newQueueDoc(outboxTargetID(outboxKey("parent", 1, "nonce", 1)), durable.ExternalRaised{Instance: "child", Name: "dup"}, nowMS())
-	b, _ := json.Marshal(q)
+	wi, _ := durable.MarshalWorkItem(durable.ExternalRaised{Instance: "child", Name: "dup"})
+	b, _ := json.Marshal(map[string]any{"id": "outbox:parent|1|nonce|1", "instanceId": "child", "type": "orch_queue",
+		"workItem": string(wi), "dispatchSlot": slots.Of("child"), "visibleAt": time.Now().UnixMilli(), "enqueuedAt": time.Now().UnixMilli(),
+		"lockedUntil": 0, "attemptCount": 0, "sessionId": "", "tag": ""})
 	in.Payload = string(b)
-	require.NoError(t, p.outbox.deliver(ctx, in))
-	require.NoError(t, p.outbox.deliver(ctx, in))
+	out := outbox.New(p.s, nil, nil)
+	require.NoError(t, out.Deliver(ctx, in))
+	require.NoError(t, out.Deliver(ctx, in))
 	require.Equal(t, 2, countDocs(t, container, "child", "c.type = 'orch_queue'"), "start + one dup message")
 }

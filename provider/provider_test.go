@@ -14,11 +14,15 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/conformance"
 	"github.com/durafeed/durafeed/cosmosemu"
 	"github.com/durafeed/durafeed/cosmosemu/knobs"
 	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/engine"
+	"github.com/durafeed/durafeed/polling"
+	"github.com/durafeed/durafeed/store"
 )
 
 const testDatabase = "conformance"
@@ -63,16 +67,60 @@ func freshContainer(name string) string {
 	return fmt.Sprintf("%s-%d", name, containerSeq.Add(1))
 }
 
-// testConfig is a provider configuration on the emulator.
-func testConfig(container string) Config {
-	return Config{Endpoint: emu.Endpoint(), Key: emu.Key(), Database: testDatabase, Container: container,
-		ClientOptions: emu.ClientOptions(), ReconcileInterval: 250 * time.Millisecond, ReconcileAge: 250 * time.Millisecond,
+// testCfg is a provider configuration of the tests, flat: the fields of
+// every concern, and the test's own switches. config maps it onto Config.
+type testCfg struct {
+	Container                                   string
+	Mode                                        Mode
+	ReconcileInterval, ReconcileAge             time.Duration
+	InstanceCacheSize                           int
+	ReplicaID                                   string
+	LeaseBlocks                                 int
+	LeaseExpiry, HeartbeatInterval              time.Duration
+	WatchActiveDelay, WatchIdleCeiling          time.Duration
+	FeedActiveDelay, FeedIdleCeiling            time.Duration
+	SafetySweepInterval                         time.Duration
+	OrchestrationDispatchers, WorkerDispatchers int
+	Logger                                      *zap.Logger
+
+	leasePartition string
+	// joinEagerly joins dispatch at once and waits for the replica's share
+	// (engine.Join) instead of joining at the first orchestration fetch.
+	joinEagerly bool
+	noHeads     bool
+	idleLeave   time.Duration
+}
+
+// config is the Config of c.
+func (c testCfg) config() Config {
+	return Config{
+		Store: store.Options{Endpoint: emu.Endpoint(), Key: emu.Key(), Database: testDatabase, Container: c.Container,
+			ClientOptions: emu.ClientOptions(), RepairAge: c.ReconcileAge, InstanceCacheSize: c.InstanceCacheSize},
+		Mode: c.Mode,
+		Polling: &polling.Options{ReconcileInterval: c.ReconcileInterval,
+			OrchestrationDispatchers: c.OrchestrationDispatchers, WorkerDispatchers: c.WorkerDispatchers},
+		EventDriven: &engine.Options{
+			ReplicaID: c.ReplicaID,
+			Leases: &engine.LeaseOptions{Blocks: c.LeaseBlocks, Expiry: c.LeaseExpiry, HeartbeatInterval: c.HeartbeatInterval,
+				WatchActiveDelay: c.WatchActiveDelay, WatchIdleCeiling: c.WatchIdleCeiling, PartitionKeyValue: c.leasePartition},
+			Feed:                &engine.FeedOptions{ActiveDelay: c.FeedActiveDelay, IdleCeiling: c.FeedIdleCeiling},
+			SafetySweepInterval: c.SafetySweepInterval,
+			IdleLeave:           c.idleLeave,
+			DisableHeads:        c.noHeads,
+		},
+		Logger: c.Logger,
+	}
+}
+
+// testConfig is a polling provider configuration on the emulator.
+func testConfig(container string) testCfg {
+	return testCfg{Container: container, ReconcileInterval: 250 * time.Millisecond, ReconcileAge: 250 * time.Millisecond,
 		Mode: ModePolling}
 }
 
 // eventConfig is an event-driven provider configuration on the emulator
 // with short lease and feed settings.
-func eventConfig(container string) Config {
+func eventConfig(container string) testCfg {
 	c := testConfig(container)
 	c.Mode = ModeEventDriven
 	// Short, yet long enough that a replica of a loaded -race run (two
@@ -84,15 +132,29 @@ func eventConfig(container string) Config {
 	return c
 }
 
-func openProvider(t testing.TB, cfg Config) *Provider {
+// newProvider opens a provider of c; with joinEagerly it joins dispatch
+// and waits (bounded, for a loaded machine) for its share.
+func newProvider(ctx context.Context, c testCfg) (*Provider, error) {
+	p, err := New(ctx, c.config())
+	if err != nil {
+		return nil, err
+	}
+	if c.joinEagerly && p.ev != nil {
+		jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_ = p.ev.Join(jctx) // a share reached only by others leaving is not noticed: the bound
+		cancel()
+	}
+	return p, nil
+}
+
+func openProvider(t testing.TB, cfg testCfg) *Provider {
 	t.Helper()
-	p, err := New(context.Background(), cfg)
+	p, err := newProvider(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	return p
 }
 
-// rawContainer is a direct SDK client on a test container.
 func rawContainer(t testing.TB, container string) *azcosmos.ContainerClient {
 	t.Helper()
 	c, err := emu.NewClient()
@@ -106,8 +168,8 @@ func rawContainer(t testing.TB, container string) *azcosmos.ContainerClient {
 // per store in one shared database.
 type cosmosFactory struct{}
 
-func (f *cosmosFactory) Open(t testing.TB, store string) durable.Provider {
-	return openProvider(t, testConfig(store))
+func (f *cosmosFactory) Open(t testing.TB, name string) durable.Provider {
+	return openProvider(t, testConfig(name))
 }
 
 func (f *cosmosFactory) Options() conformance.Options {

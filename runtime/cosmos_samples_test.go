@@ -10,8 +10,10 @@ import (
 
 	"github.com/durafeed/durafeed/cosmosemu"
 	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/polling"
 	"github.com/durafeed/durafeed/provider"
 	"github.com/durafeed/durafeed/runtime/runtimetest"
+	"github.com/durafeed/durafeed/store"
 )
 
 // TestSamplesOnCosmos runs every end-to-end sample on the Cosmos DB
@@ -29,8 +31,9 @@ func TestSamplesOnCosmos(t *testing.T) {
 		container := "sample-" + randomSuffix(tb)
 		return func() durable.Provider {
 			p, err := provider.New(context.Background(), provider.Config{
-				Endpoint: emu.Endpoint(), Key: emu.Key(), Database: "samples", Container: container,
-				ClientOptions: emu.ClientOptions(), OrchestrationDispatchers: 4, WorkerDispatchers: 4,
+				Store: store.Options{Endpoint: emu.Endpoint(), Key: emu.Key(), Database: "samples", Container: container,
+					ClientOptions: emu.ClientOptions()},
+				Polling: &polling.Options{OrchestrationDispatchers: 4, WorkerDispatchers: 4},
 			})
 			require.NoError(tb, err)
 			tb.Cleanup(func() { _ = p.Close() })

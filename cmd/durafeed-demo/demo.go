@@ -15,8 +15,10 @@ import (
 	"github.com/durafeed/durafeed/cosmosemu"
 	"github.com/durafeed/durafeed/cosmosemu/knobs"
 	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/polling"
 	"github.com/durafeed/durafeed/provider"
 	"github.com/durafeed/durafeed/runtime"
+	"github.com/durafeed/durafeed/store"
 )
 
 // config is the demo's configuration (see the flags in main.go).
@@ -82,13 +84,13 @@ func openBackend(ctx context.Context, cfg config, log *zap.Logger) (*backend, er
 		if err != nil {
 			return nil, err
 		}
-		base.OrchestrationDispatchers, base.WorkerDispatchers = cfg.OrchestrationConcurrency, cfg.WorkerConcurrency
+		base.Polling = &polling.Options{OrchestrationDispatchers: cfg.OrchestrationConcurrency, WorkerDispatchers: cfg.WorkerConcurrency}
 		auth := "account key"
-		if base.Key == "" {
+		if base.Store.Key == "" {
 			auth = "Entra ID (DefaultAzureCredential)"
 		}
 		return &backend{
-			describe: fmt.Sprintf("Azure Cosmos DB %s, %s", base.Endpoint, auth),
+			describe: fmt.Sprintf("Azure Cosmos DB %s, %s", base.Store.Endpoint, auth),
 			newProvider: func(ctx context.Context, replica int) (*provider.Provider, error) {
 				c := base
 				c.Logger = log.Named("provider").With(zap.Int("replica", replica))
@@ -120,10 +122,10 @@ func openBackend(ctx context.Context, cfg config, log *zap.Logger) (*backend, er
 		newProvider: func(ctx context.Context, replica int) (*provider.Provider, error) {
 			// Every replica has its own SDK client and connections.
 			return provider.New(ctx, provider.Config{
-				Endpoint: emu.Endpoint(), Key: emu.Key(), ClientOptions: emu.ClientOptions(),
-				Database: "durafeed", Container: "demo",
-				OrchestrationDispatchers: cfg.OrchestrationConcurrency, WorkerDispatchers: cfg.WorkerConcurrency,
-				Logger: log.Named("provider").With(zap.Int("replica", replica)),
+				Store: store.Options{Endpoint: emu.Endpoint(), Key: emu.Key(), ClientOptions: emu.ClientOptions(),
+					Database: "durafeed", Container: "demo"},
+				Polling: &polling.Options{OrchestrationDispatchers: cfg.OrchestrationConcurrency, WorkerDispatchers: cfg.WorkerConcurrency},
+				Logger:  log.Named("provider").With(zap.Int("replica", replica)),
 			})
 		},
 		knobs: k,

@@ -27,6 +27,7 @@ import (
 	"github.com/durafeed/durafeed/cosmosemu"
 	"github.com/durafeed/durafeed/provider"
 	"github.com/durafeed/durafeed/runtime"
+	"github.com/durafeed/durafeed/store"
 )
 
 func main() {
@@ -188,7 +189,7 @@ func openProvider(ctx context.Context) (p *provider.Provider, closeStore func(),
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err = provider.New(ctx, provider.Config{Endpoint: emu.Endpoint(), Key: emu.Key(), ClientOptions: emu.ClientOptions()})
+	p, err = provider.New(ctx, provider.Config{Store: store.Options{Endpoint: emu.Endpoint(), Key: emu.Key(), ClientOptions: emu.ClientOptions()}})
 	if err != nil {
 		_ = emu.Close()
 		return nil, nil, err

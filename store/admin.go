@@ -1,4 +1,4 @@
-package provider
+package store
 
 import (
 	"context"
@@ -26,7 +26,7 @@ type instanceRow struct {
 
 const instanceRowFields = "SELECT c.instanceId, c.status, c.parentInstanceId, c.createdAt, c.completedAt, c.pending, c.deleting FROM c WHERE c.type = 'instance'"
 
-func (p *Provider) instanceRows(ctx context.Context, extra string, params ...any) ([]instanceRow, error) {
+func (p *Store) instanceRows(ctx context.Context, extra string, params ...any) ([]instanceRow, error) {
 	var qp = make([]queryParam, 0, len(params)/2)
 	for i := 0; i+1 < len(params); i += 2 {
 		qp = append(qp, queryParam{params[i].(string), params[i+1]})
@@ -60,7 +60,7 @@ func ids(rows []instanceRow) []string {
 }
 
 // ListInstances implements durable.ProviderAdmin.
-func (p *Provider) ListInstances(ctx context.Context) ([]string, error) {
+func (p *Store) ListInstances(ctx context.Context) ([]string, error) {
 	rows, err := p.instanceRows(ctx, "")
 	if err != nil {
 		return nil, mapErr("list_instances", err)
@@ -69,7 +69,7 @@ func (p *Provider) ListInstances(ctx context.Context) ([]string, error) {
 }
 
 // ListInstancesByStatus implements durable.ProviderAdmin.
-func (p *Provider) ListInstancesByStatus(ctx context.Context, status durable.Status) ([]string, error) {
+func (p *Store) ListInstancesByStatus(ctx context.Context, status durable.Status) ([]string, error) {
 	rows, err := p.instanceRows(ctx, " AND c.status = @s", "@s", string(status))
 	if err != nil {
 		return nil, mapErr("list_instances_by_status", err)
@@ -78,7 +78,7 @@ func (p *Provider) ListInstancesByStatus(ctx context.Context, status durable.Sta
 }
 
 // ListExecutions implements durable.ProviderAdmin.
-func (p *Provider) ListExecutions(ctx context.Context, instance string) ([]uint64, error) {
+func (p *Store) ListExecutions(ctx context.Context, instance string) ([]uint64, error) {
 	const op = "list_executions"
 	out := []uint64{}
 	d, err := p.visibleInstance(ctx, op, instance)
@@ -97,16 +97,16 @@ func (p *Provider) ListExecutions(ctx context.Context, instance string) ([]uint6
 }
 
 // ReadHistoryWithExecutionID implements durable.ProviderAdmin.
-func (p *Provider) ReadHistoryWithExecutionID(ctx context.Context, instance string, executionID uint64) ([]history.Event, error) {
+func (p *Store) ReadHistoryWithExecutionID(ctx context.Context, instance string, executionID uint64) ([]history.Event, error) {
 	return p.ReadWithExecution(ctx, instance, executionID)
 }
 
 // ReadHistory implements durable.ProviderAdmin.
-func (p *Provider) ReadHistory(ctx context.Context, instance string) ([]history.Event, error) {
+func (p *Store) ReadHistory(ctx context.Context, instance string) ([]history.Event, error) {
 	return p.Read(ctx, instance)
 }
 
-func (p *Provider) mustInstance(ctx context.Context, op, instance string) (*instanceDoc, error) {
+func (p *Store) mustInstance(ctx context.Context, op, instance string) (*instanceDoc, error) {
 	d, err := p.visibleInstance(ctx, op, instance)
 	if err != nil {
 		return nil, err
@@ -118,7 +118,7 @@ func (p *Provider) mustInstance(ctx context.Context, op, instance string) (*inst
 }
 
 // LatestExecutionID implements durable.ProviderAdmin.
-func (p *Provider) LatestExecutionID(ctx context.Context, instance string) (uint64, error) {
+func (p *Store) LatestExecutionID(ctx context.Context, instance string) (uint64, error) {
 	d, err := p.mustInstance(ctx, "latest_execution_id", instance)
 	if err != nil {
 		return 0, err
@@ -134,7 +134,7 @@ func msTime(ms int64) time.Time {
 }
 
 // GetInstanceInfo implements durable.ProviderAdmin.
-func (p *Provider) GetInstanceInfo(ctx context.Context, instance string) (durable.InstanceInfo, error) {
+func (p *Store) GetInstanceInfo(ctx context.Context, instance string) (durable.InstanceInfo, error) {
 	d, err := p.mustInstance(ctx, "get_instance_info", instance)
 	if err != nil {
 		return durable.InstanceInfo{}, err
@@ -150,7 +150,7 @@ func (p *Provider) GetInstanceInfo(ctx context.Context, instance string) (durabl
 }
 
 // GetExecutionInfo implements durable.ProviderAdmin.
-func (p *Provider) GetExecutionInfo(ctx context.Context, instance string, executionID uint64) (durable.ExecutionInfo, error) {
+func (p *Store) GetExecutionInfo(ctx context.Context, instance string, executionID uint64) (durable.ExecutionInfo, error) {
 	const op = "get_execution_info"
 	if _, err := p.mustInstance(ctx, op, instance); err != nil {
 		return durable.ExecutionInfo{}, err
@@ -172,7 +172,7 @@ func (p *Provider) GetExecutionInfo(ctx context.Context, instance string, execut
 }
 
 // GetSystemMetrics implements durable.ProviderAdmin.
-func (p *Provider) GetSystemMetrics(ctx context.Context) (durable.SystemMetrics, error) {
+func (p *Store) GetSystemMetrics(ctx context.Context) (durable.SystemMetrics, error) {
 	const op = "get_system_metrics"
 	rows, err := p.instanceRows(ctx, "")
 	if err != nil {
@@ -206,7 +206,7 @@ func (p *Provider) GetSystemMetrics(ctx context.Context) (durable.SystemMetrics,
 }
 
 // GetQueueDepths implements durable.ProviderAdmin.
-func (p *Provider) GetQueueDepths(ctx context.Context) (durable.QueueDepths, error) {
+func (p *Store) GetQueueDepths(ctx context.Context) (durable.QueueDepths, error) {
 	rows, err := queryAll[queueDoc](ctx, p.s, nil,
 		"SELECT c.type, c.visibleAt, c.lockedUntil FROM c WHERE c.type = 'orch_queue' OR c.type = 'worker_queue'")
 	if err != nil {
@@ -231,7 +231,7 @@ func (p *Provider) GetQueueDepths(ctx context.Context) (durable.QueueDepths, err
 }
 
 // ListChildren implements durable.ProviderAdmin.
-func (p *Provider) ListChildren(ctx context.Context, instance string) ([]string, error) {
+func (p *Store) ListChildren(ctx context.Context, instance string) ([]string, error) {
 	rows, err := p.instanceRows(ctx, " AND c.parentInstanceId = @p", "@p", instance)
 	if err != nil {
 		return nil, mapErr("list_children", err)
@@ -242,7 +242,7 @@ func (p *Provider) ListChildren(ctx context.Context, instance string) ([]string,
 }
 
 // GetParentID implements durable.ProviderAdmin.
-func (p *Provider) GetParentID(ctx context.Context, instance string) (string, error) {
+func (p *Store) GetParentID(ctx context.Context, instance string) (string, error) {
 	d, err := p.mustInstance(ctx, "get_parent_id", instance)
 	if err != nil {
 		return "", err
@@ -251,7 +251,7 @@ func (p *Provider) GetParentID(ctx context.Context, instance string) (string, er
 }
 
 // GetInstanceTree implements durable.ProviderAdmin.
-func (p *Provider) GetInstanceTree(ctx context.Context, instance string) (durable.InstanceTree, error) {
+func (p *Store) GetInstanceTree(ctx context.Context, instance string) (durable.InstanceTree, error) {
 	if _, err := p.mustInstance(ctx, "get_instance_tree", instance); err != nil {
 		return durable.InstanceTree{}, err
 	}
@@ -259,12 +259,12 @@ func (p *Provider) GetInstanceTree(ctx context.Context, instance string) (durabl
 }
 
 // DeleteInstance implements durable.ProviderAdmin.
-func (p *Provider) DeleteInstance(ctx context.Context, instance string, force bool) (durable.DeleteInstanceResult, error) {
+func (p *Store) DeleteInstance(ctx context.Context, instance string, force bool) (durable.DeleteInstanceResult, error) {
 	return durable.DeleteInstanceTree(ctx, p, instance, force)
 }
 
 // filterInstances returns the visible instances matching the filter.
-func (p *Provider) filterInstances(ctx context.Context, f durable.InstanceFilter) ([]instanceRow, error) {
+func (p *Store) filterInstances(ctx context.Context, f durable.InstanceFilter) ([]instanceRow, error) {
 	rows, err := p.instanceRows(ctx, "")
 	if err != nil {
 		return nil, err
@@ -292,7 +292,7 @@ func (p *Provider) filterInstances(ctx context.Context, f durable.InstanceFilter
 }
 
 // DeleteInstanceBulk implements durable.ProviderAdmin.
-func (p *Provider) DeleteInstanceBulk(ctx context.Context, f durable.InstanceFilter) (durable.DeleteInstanceResult, error) {
+func (p *Store) DeleteInstanceBulk(ctx context.Context, f durable.InstanceFilter) (durable.DeleteInstanceResult, error) {
 	const op = "delete_instance_bulk"
 	var total durable.DeleteInstanceResult
 	rows, err := p.filterInstances(ctx, f)
@@ -328,7 +328,7 @@ func (p *Provider) DeleteInstanceBulk(ctx context.Context, f durable.InstanceFil
 // records go first, in one batch: without its record an execution's
 // history is invisible, so readers never see a half-pruned execution; the
 // history documents follow.
-func (p *Provider) PruneExecutions(ctx context.Context, instance string, o durable.PruneOptions) (durable.PruneResult, error) {
+func (p *Store) PruneExecutions(ctx context.Context, instance string, o durable.PruneOptions) (durable.PruneResult, error) {
 	const op = "prune_executions"
 	var res durable.PruneResult
 	d, err := p.mustInstance(ctx, op, instance)
@@ -379,7 +379,7 @@ func (p *Provider) PruneExecutions(ctx context.Context, instance string, o durab
 }
 
 // PruneExecutionsBulk implements durable.ProviderAdmin.
-func (p *Provider) PruneExecutionsBulk(ctx context.Context, f durable.InstanceFilter, o durable.PruneOptions) (durable.PruneResult, error) {
+func (p *Store) PruneExecutionsBulk(ctx context.Context, f durable.InstanceFilter, o durable.PruneOptions) (durable.PruneResult, error) {
 	const op = "prune_executions_bulk"
 	var total durable.PruneResult
 	rows, err := p.filterInstances(ctx, f)

@@ -1,4 +1,4 @@
-package provider
+package engine
 
 import (
 	"context"
@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,14 +15,13 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/changefeed"
-	"github.com/durafeed/durafeed/internal/clock"
-	"github.com/durafeed/durafeed/internal/epk"
 	"github.com/durafeed/durafeed/leasestore"
+	"github.com/durafeed/durafeed/outbox"
 	"github.com/durafeed/durafeed/slots"
+	"github.com/durafeed/durafeed/store"
 	"github.com/durafeed/durafeed/wakeup"
 )
 
@@ -32,18 +29,21 @@ import (
 // owned (or hinted) slots are ever signalled.
 var allSlots = wakeup.All(slots.Count)
 
-// engine is the event-driven mode: the wakeup hubs, and while the replica
-// takes part in dispatch a session (lease store, change-feed processor,
-// background loops). The hubs exist from New; a session starts with the
-// replica's first FetchOrchestrationItem and ends when no orchestration
-// fetch has run for idleLeave (the runtime stopped dispatching) or at
-// Close, handing the leases off either way. A Provider used only as a
-// client therefore never takes slots it would not serve.
-type engine struct {
-	p   *Provider
-	cfg Config
-	log *zap.Logger
-	per int // slots per lease
+// Engine is the event-driven dispatcher: the wakeup hubs, and while the
+// replica takes part in dispatch a session (lease store, change-feed
+// processor, background loops). The hubs exist from New; a session starts
+// with the replica's first FetchOrchestrationItem (or Join) and ends when
+// no orchestration fetch has run for Options.IdleLeave (the runtime
+// stopped dispatching) or at Close, handing the leases off either way. A
+// replica used only as a client therefore never takes slots it would not
+// serve.
+type Engine struct {
+	s    *store.Store
+	out  *outbox.Outbox
+	opts Options
+	clk  Clock
+	log  *zap.Logger
+	per  int // slots per lease
 
 	orch  *wakeup.Hub // orchestrator queue: keys "w"+instance, "l"+instance (lock expiry)
 	work  *wakeup.Hub // worker queue: keys workKey(instance, doc id)
@@ -75,10 +75,12 @@ type engine struct {
 
 	stats engineStats
 	// heads are the orchestrator messages the feed delivered that no
-	// fetch has taken yet (lockFromHeads).
+	// fetch has taken yet (store.LockRequest.Heads); nil with
+	// Options.DisableHeads.
 	heads *headIndex
 	// holdIntents makes the feed handler refuse batches holding an outbox
-	// intent (tests: a crash between a commit and its delivery).
+	// intent (HoldIntents: drills of a crash between a commit and its
+	// delivery).
 	holdIntents atomic.Bool
 }
 
@@ -123,11 +125,6 @@ const (
 	workSlotBound = 1 << 16
 )
 
-// idleLeave is how long a replica keeps its leases with no orchestration
-// fetch running: then it hands them off (its dispatchers were stopped) and
-// rejoins at the next fetch.
-const idleLeave = 5 * time.Second
-
 // engineStats are counters for tests and diagnostics.
 type engineStats struct {
 	orchFetched    atomic.Int64 // orchestration items returned
@@ -138,10 +135,6 @@ type engineStats struct {
 	catchups       atomic.Int64 // catch-up queries run
 	hintsWritten   atomic.Int64 // backlog hint documents written
 	hintScans      atomic.Int64 // scans run for another replica's hint
-	staleCache     atomic.Int64 // locks from a remembered instance document that failed
-	headLocks      atomic.Int64 // locks taken from feed heads (lockFromHeads)
-	staleHeads     atomic.Int64 // locks from feed heads that failed
-	bareLocks      atomic.Int64 // locks from complete heads of a new instance, without the turn query
 }
 
 // parkedWI is a worker wakeup the fetch that took it could not use.
@@ -208,47 +201,60 @@ func defaultReplicaID() string {
 	return fmt.Sprintf("%s-%08x", host, rand.Uint32())
 }
 
-func newEngine(p *Provider, cfg Config) (*engine, error) {
-	b := cfg.LeaseBlocks
-	if b < 1 || b > slots.Count || b&(b-1) != 0 {
-		return nil, fmt.Errorf("provider: LeaseBlocks %d is not a power of two from 1 to %d", b, slots.Count)
-	}
-	if cfg.ReplicaID == "" {
-		cfg.ReplicaID = defaultReplicaID()
-	}
-	e := &engine{p: p, cfg: cfg, log: p.log.With(zap.String("replica", cfg.ReplicaID)), per: slots.Count / b,
-		blocked: map[string]int{}, released: map[string]int64{}, wreleased: map[string]int64{}, parked: map[string]parkedWI{},
-		refused: map[string]refusedOI{}, hinted: map[string]hintSeen{}, joinCh: make(chan struct{})}
-	if !cfg.noHeads {
-		e.heads = newHeadIndex(e.isOwned)
-	}
-	var err error
-	if e.orch, err = wakeup.New(wakeup.Options{MaxPendingPerSlot: orchSlotBound}); err != nil {
+// New returns an Engine dispatching from s, delivering outbox intents
+// through out. It starts nothing: the replica joins dispatch at its first
+// FetchOrchestrationItem (or Join).
+func New(s *store.Store, out *outbox.Outbox, o Options) (*Engine, error) {
+	o, err := o.withDefaults()
+	if err != nil {
 		return nil, err
 	}
-	e.work, _ = wakeup.New(wakeup.Options{MaxPendingPerSlot: workSlotBound})
-	e.maint, _ = wakeup.New(wakeup.Options{})
+	e := &Engine{s: s, out: out, opts: o, clk: o.Clock, log: o.Logger.With(zap.String("replica", o.ReplicaID)),
+		per:     slots.Count / o.Leases.Blocks,
+		blocked: map[string]int{}, released: map[string]int64{}, wreleased: map[string]int64{}, parked: map[string]parkedWI{},
+		refused: map[string]refusedOI{}, hinted: map[string]hintSeen{}, joinCh: make(chan struct{})}
+	if !o.DisableHeads {
+		e.heads = newHeadIndex(e.isOwned)
+	}
+	if e.orch, err = wakeup.New(wakeup.Options{MaxPendingPerSlot: orchSlotBound, Clock: o.Clock}); err != nil {
+		return nil, err
+	}
+	e.work, _ = wakeup.New(wakeup.Options{MaxPendingPerSlot: workSlotBound, Clock: o.Clock})
+	e.maint, _ = wakeup.New(wakeup.Options{Clock: o.Clock})
 	return e, nil
 }
 
-func (e *engine) leasePartition() string {
-	if e.cfg.leasePartition != "" {
-		return e.cfg.leasePartition
+func (e *Engine) leasePartition() string { return e.opts.Leases.PartitionKeyValue }
+
+// now is the engine clock's time in ms since the Unix epoch.
+func (e *Engine) now() int64 { return e.clk.Now().UnixMilli() }
+
+// sleep waits d on the engine's clock; false when ctx ended first.
+func (e *Engine) sleep(ctx context.Context, d time.Duration) bool {
+	t := e.clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
 	}
-	return leasestore.DefaultPartitionKeyValue
 }
 
+// msTime converts ms since the Unix epoch to a time.
+func msTime(ms int64) time.Time { return time.UnixMilli(ms) }
+
 // isJoined reports whether the replica takes part in dispatch now.
-func (e *engine) isJoined() bool { return e.sess.Load() != nil }
+func (e *Engine) isJoined() bool { return e.sess.Load() != nil }
 
 // isOwned reports whether this replica holds the lease of slot.
-func (e *engine) isOwned(slot int) bool {
+func (e *Engine) isOwned(slot int) bool {
 	s := e.sess.Load()
 	return s != nil && s.owned.Load().Contains(slot)
 }
 
 // ownedSet returns the slots owned now.
-func (e *engine) ownedSet() wakeup.Set {
+func (e *Engine) ownedSet() wakeup.Set {
 	if s := e.sess.Load(); s != nil {
 		return *s.owned.Load()
 	}
@@ -257,7 +263,7 @@ func (e *engine) ownedSet() wakeup.Set {
 
 // join starts a session unless one runs; it never blocks on I/O. It
 // returns nil after Close.
-func (e *engine) join() *session {
+func (e *Engine) join() *session {
 	if s := e.sess.Load(); s != nil {
 		return s
 	}
@@ -281,54 +287,56 @@ func (e *engine) join() *session {
 }
 
 // joined returns a channel closed when the next session starts.
-func (e *engine) joined() <-chan struct{} {
+func (e *Engine) joined() <-chan struct{} {
 	e.sessMu.Lock()
 	defer e.sessMu.Unlock()
 	return e.joinCh
 }
 
-func (e *engine) startSession() (*session, error) {
+func (e *Engine) startSession() (*session, error) {
 	s := &session{catchKick: make(chan struct{}, 1), hintKick: make(chan struct{}, 1), ready: make(chan struct{}), shared: make(chan struct{}),
 		unpinned: map[string]wakeup.Set{}}
 	s.owned.Store(&wakeup.Set{})
 	so := leasestore.Options{
-		ReplicaID:         e.cfg.ReplicaID,
+		ReplicaID:         e.opts.ReplicaID,
 		PartitionKey:      "/instanceId",
 		PartitionKeyValue: e.leasePartition(),
-		Ranges:            slots.Ranges(e.cfg.LeaseBlocks),
-		LeaseExpiry:       e.cfg.LeaseExpiry,
-		HeartbeatInterval: e.cfg.HeartbeatInterval,
-		WatchActiveDelay:  e.cfg.WatchActiveDelay,
-		WatchIdleCeiling:  e.cfg.WatchIdleCeiling,
+		Ranges:            slots.Ranges(e.opts.Leases.Blocks),
+		LeaseExpiry:       e.opts.Leases.Expiry,
+		HeartbeatInterval: e.opts.Leases.HeartbeatInterval,
+		WatchActiveDelay:  e.opts.Leases.WatchActiveDelay,
+		WatchIdleCeiling:  e.opts.Leases.WatchIdleCeiling,
 		Logger:            e.log,
 		OnChange:          func(ev leasestore.Event) { e.onLeaseChange(s, ev) },
 		OnDocument:        e.onLeaseDocument,
 	}
-	st, err := leasestore.New(e.p.s.c, so)
+	st, err := leasestore.New(e.s.Container(), so)
 	if err != nil {
 		return nil, err
 	}
-	proc, err := changefeed.New(e.p.s.c, st, e.handle, changefeed.Options{
-		ActiveDelay:        e.cfg.FeedActiveDelay,
-		IdleCeiling:        max(e.cfg.FeedIdleCeiling, e.cfg.FeedActiveDelay),
-		WarmHold:           e.cfg.FeedWarmHold,
+	proc, err := changefeed.New(e.s.Container(), st, e.handle, changefeed.Options{
+		ActiveDelay:        e.opts.Feed.ActiveDelay,
+		IdleCeiling:        e.opts.Feed.IdleCeiling,
+		WarmHold:           e.opts.Feed.WarmHold,
 		StartFrom:          changefeed.StartFromNow(),
 		OnPositioned:       func(id string) { e.onPositioned(s, id) },
 		Filter:             relevantDoc,
-		CheckpointInterval: checkpointInterval,
+		CheckpointInterval: e.opts.Feed.CheckpointInterval,
+		Clock:              e.clk,
 		Logger:             e.log,
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.store, s.proc = st, proc
-	e.lastOrchFetch.Store(time.Now().UnixMilli())
+	e.lastOrchFetch.Store(e.clk.Now().UnixMilli())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	ctx := s.ctx
-	timer := time.AfterFunc(readyWait, func() { s.readyOnce.Do(func() { close(s.ready) }) })
 	s.goLoop(func() {
-		<-ctx.Done()
-		timer.Stop()
+		// The first fetch waits for the share at most readyWait.
+		if e.sleep(ctx, readyWait) {
+			s.readyOnce.Do(func() { close(s.ready) })
+		}
 	})
 	s.goLoop(func() {
 		if err := st.Run(ctx); err != nil && ctx.Err() == nil {
@@ -354,7 +362,7 @@ func (s *session) goLoop(f func()) {
 
 // leave ends session s: with graceful, its leases are handed off and its
 // backlog hint removed first; without, it stops as if it had crashed.
-func (e *engine) leave(s *session, graceful bool) {
+func (e *Engine) leave(s *session, graceful bool) {
 	e.sessMu.Lock()
 	if e.sess.Load() != s {
 		e.sessMu.Unlock()
@@ -396,12 +404,12 @@ func (e *engine) leave(s *session, graceful bool) {
 
 // idleLoop leaves the session once no orchestration fetch has run for
 // idleLeave (or the test override).
-func (e *engine) idleLoop(s *session) {
-	for clock.Sleep(s.ctx, time.Second) {
+func (e *Engine) idleLoop(s *session) {
+	for e.sleep(s.ctx, time.Second) {
 		if e.orchInFlight.Load() > 0 {
 			continue
 		}
-		if time.Since(time.UnixMilli(e.lastOrchFetch.Load())) < e.cfg.idleLeave {
+		if e.now()-e.lastOrchFetch.Load() < e.opts.IdleLeave.Milliseconds() {
 			continue
 		}
 		e.log.Info("no orchestration fetch for a while: handing the leases off")
@@ -414,45 +422,38 @@ func (e *engine) idleLoop(s *session) {
 	}
 }
 
-// close hands the leases off (graceful stop) and stops everything.
-func (e *engine) close() {
+// Close implements the dispatcher contract. Graceful, it hands this
+// replica's leases to the others (readers stopped first, so their pending
+// checkpoints are written) and removes its backlog hint; otherwise it
+// stops as if the process had crashed, releasing nothing, so the others
+// take its leases once its heartbeat expires (drills and tests). Either
+// way every goroutine of the engine has stopped when it returns. Later
+// calls do nothing.
+func (e *Engine) Close(graceful bool) {
 	if !e.closed.CompareAndSwap(false, true) {
 		return
 	}
 	if s := e.sess.Load(); s != nil {
-		e.leave(s, true)
+		e.leave(s, graceful)
 	}
 	e.wg.Wait()
 	e.closeHubs()
 }
 
-// crash stops everything without releasing leases or removing the hint:
-// to the other replicas this replica has died (tests).
-func (e *engine) crash() {
-	if !e.closed.CompareAndSwap(false, true) {
-		return
-	}
-	if s := e.sess.Load(); s != nil {
-		e.leave(s, false)
-	}
-	e.wg.Wait()
-	e.closeHubs()
-}
-
-func (e *engine) closeHubs() {
+func (e *Engine) closeHubs() {
 	e.orch.Close()
 	e.work.Close()
 	e.maint.Close()
 }
 
 // blockSlots returns the slots of lease i.
-func (e *engine) blockSlots(i int) wakeup.Set {
+func (e *Engine) blockSlots(i int) wakeup.Set {
 	return wakeup.Range(i*e.per, (i+1)*e.per-1)
 }
 
 // onLeaseChange is leasestore's OnChange: called with the store's lock
 // held, so it only updates memory and kicks goroutines.
-func (e *engine) onLeaseChange(s *session, ev leasestore.Event) {
+func (e *Engine) onLeaseChange(s *session, ev leasestore.Event) {
 	slots := e.blockSlots(ev.Lease.Index)
 	cur := *s.owned.Load()
 	switch ev.Kind {
@@ -533,38 +534,21 @@ func splitWorkKey(k string) (instance, id string, ok bool) {
 	return k[i+1 : i+1+n], k[i+1+n:], true
 }
 
-// queueHead is what signalling needs of a queue document.
-type queueHead struct {
-	ID           string `json:"id"`
-	InstanceID   string `json:"instanceId"`
-	Type         string `json:"type"`
-	DispatchSlot int    `json:"dispatchSlot"`
-	VisibleAt    int64  `json:"visibleAt"`
-	LockedUntil  int64  `json:"lockedUntil"`
-	EnqueuedAt   int64  `json:"enqueuedAt"`
-}
-
-// byEnqueued sorts query results oldest first, so that wakeups signalled
-// from one query keep FIFO order.
-func byEnqueued[T any](rows []T, at func(*T) int64) {
-	sort.SliceStable(rows, func(i, j int) bool { return at(&rows[i]) < at(&rows[j]) })
-}
-
 // signalQueue turns a queue document's current state into a wakeup on the
 // local hubs, when its slot is owned here (or always, with force).
-func (e *engine) signalQueue(q queueHead, force bool) {
+func (e *Engine) signalQueue(q store.QueueHead, force bool) {
 	if q.DispatchSlot < 0 || q.DispatchSlot >= slots.Count || (!force && !e.isOwned(q.DispatchSlot)) {
 		return
 	}
-	now := nowMS()
-	switch q.Type {
-	case typeOrchQueue:
+	now := e.now()
+	switch {
+	case q.IsOrchestrator():
 		if q.LockedUntil > now {
 			e.orch.SignalAt(q.DispatchSlot, lockKey(q.InstanceID), msTime(q.LockedUntil))
 			return
 		}
 		e.orch.Signal(q.DispatchSlot, orchKey(q.InstanceID), msTime(q.VisibleAt))
-	case typeWorkQueue:
+	default:
 		at := q.VisibleAt
 		if q.LockedUntil > at {
 			at = q.LockedUntil
@@ -576,20 +560,61 @@ func (e *engine) signalQueue(q queueHead, force bool) {
 	}
 }
 
-// noteQueueDocs signals documents this process just made visible.
-func (p *Provider) noteQueueDocs(docs ...queueDoc) {
-	if p.ev == nil || !p.ev.isJoined() {
+// Wrote implements the dispatcher contract: it signals what a write of
+// this process made visible (owned slots only) and voids the expiry
+// wakeups of the locks it released. It does no I/O.
+func (e *Engine) Wrote(w store.Write) {
+	if !e.isJoined() {
 		return
 	}
-	for _, d := range docs {
-		p.ev.signalQueue(queueHead{ID: d.ID, InstanceID: d.InstanceID, Type: d.Type, DispatchSlot: d.DispatchSlot,
-			VisibleAt: d.VisibleAt, LockedUntil: d.LockedUntil}, false)
+	for _, r := range w.Released {
+		e.unlockedOrch(r.Instance, r.LockedUntil)
+	}
+	if len(w.WorkDone) > 0 {
+		e.mu.Lock()
+		for _, q := range w.WorkDone {
+			e.wreleased[workKey(q.InstanceID, q.ID)] = q.LockedUntil
+		}
+		e.mu.Unlock()
+	}
+	for _, q := range w.Visible {
+		e.signalQueue(q, false)
+	}
+}
+
+// Committed implements the dispatcher contract: it signals the commit's
+// Write, then has its intents delivered. The owner of the source slot
+// delivers them from its change feed, so a local owner only wakes its
+// reader; anyone else delivers directly (best-effort: the feed or the
+// safety sweep delivers what is left).
+func (e *Engine) Committed(ctx context.Context, c store.Commit) {
+	e.Wrote(c.Write)
+	if len(c.Intents) == 0 {
+		return
+	}
+	if e.isJoined() {
+		if slot := slots.Of(c.Source); e.isOwned(slot) {
+			e.wakeSlot(slot)
+			return
+		}
+	}
+	e.out.DeliverAll(ctx, c.Intents)
+}
+
+// Delivered signals a target document an outbox delivery left in place
+// (the outbox's delivered hook).
+func (e *Engine) Delivered(target []byte) {
+	if !e.isJoined() {
+		return
+	}
+	if f, err := e.s.DecodeFeedDoc(target, e.now()); err == nil && (f.Kind == store.FeedOrchestrator || f.Kind == store.FeedWorker) {
+		e.signalQueue(f.QueueHead, false)
 	}
 }
 
 // lockedOrch records an orchestration lock this process took: its expiry
 // is signalled, and work that waited for it may go.
-func (e *engine) lockedOrch(instance string, until int64, more bool) {
+func (e *Engine) lockedOrch(instance string, until int64, more bool) {
 	slot := slots.Of(instance)
 	e.mu.Lock()
 	if more {
@@ -607,7 +632,7 @@ func (e *engine) lockedOrch(instance string, until int64, more bool) {
 // unlockedOrch records that a lock on instance (expiring at until) was
 // released by this process: its expiry wakeup is void, and work that
 // arrived while it was held may go now.
-func (e *engine) unlockedOrch(instance string, until int64) {
+func (e *Engine) unlockedOrch(instance string, until int64) {
 	slot := slots.Of(instance)
 	e.mu.Lock()
 	e.released[instance] = until
@@ -615,13 +640,13 @@ func (e *engine) unlockedOrch(instance string, until int64) {
 	delete(e.blocked, instance)
 	e.mu.Unlock()
 	if wasBlocked && e.isOwned(slot) {
-		e.orch.Signal(slot, orchKey(instance), time.Now())
+		e.orch.Signal(slot, orchKey(instance), e.clk.Now())
 	}
 }
 
 // foundLocked records an instance a fetch found locked: it is retried when
 // the lock expires, or as soon as its holder releases it.
-func (e *engine) foundLocked(slot int, instance string, until int64) {
+func (e *Engine) foundLocked(slot int, instance string, until int64) {
 	e.mu.Lock()
 	rel, ok := e.released[instance]
 	gone := ok && rel >= until // released by this process meanwhile
@@ -630,119 +655,84 @@ func (e *engine) foundLocked(slot int, instance string, until int64) {
 	}
 	e.mu.Unlock()
 	if gone {
-		e.orch.Signal(slot, orchKey(instance), time.Now())
+		e.orch.Signal(slot, orchKey(instance), e.clk.Now())
 		return
 	}
 	e.orch.SignalAt(slot, lockKey(instance), msTime(until))
 }
 
 // instanceChanged reacts to an instance document seen on the feed.
-func (e *engine) instanceChanged(d *instanceDoc) {
+func (e *Engine) instanceChanged(d store.FeedDoc) {
 	slot := slots.Of(d.InstanceID)
 	if !e.isOwned(slot) {
 		return
 	}
-	now := nowMS()
-	if !d.lockHeld(now) {
+	if !d.LockHeld {
 		e.mu.Lock()
 		_, wasBlocked := e.blocked[d.InstanceID]
 		delete(e.blocked, d.InstanceID)
 		e.mu.Unlock()
 		if wasBlocked {
-			e.orch.Signal(slot, orchKey(d.InstanceID), time.Now())
+			e.orch.Signal(slot, orchKey(d.InstanceID), e.clk.Now())
 		}
-	}
-	if d.lockHeld(now) {
+	} else {
 		// A dispatcher that accepts its version runs it: a message left
 		// after that turn is refused (and advertised) afresh.
 		e.mu.Lock()
 		delete(e.refused, d.InstanceID)
 		e.mu.Unlock()
 	}
-	if d.Publish != nil {
-		e.maint.Signal(slot, d.InstanceID, msTime(d.Publish.At+durMS(e.p.cfg.ReconcileAge)))
-	}
-	if d.Deleting != "" {
-		e.maint.Signal(slot, d.InstanceID, msTime(d.DeletingAt+e.p.deletionTimeout()))
+	if d.RepairAt > 0 {
+		e.maint.Signal(slot, d.InstanceID, msTime(d.RepairAt))
 	}
 }
-
-// checkpointInterval is the least time between two checkpoints of a
-// lease: a checkpoint is a write (about 5 RU), and handling a document
-// twice after a hand-over is harmless (wakeups coalesce, deliveries are
-// idempotent).
-const checkpointInterval = 5 * time.Second
 
 // relevantDoc is the change-feed filter: only queue documents, outbox
 // intents and instance documents matter to the handler. History, KV,
 // execution records and everything in the lease partition (leases,
 // heartbeats, hints, whose writes would otherwise keep the reader of their
 // range busy) are skipped without a handler call or a checkpoint.
-func relevantDoc(raw json.RawMessage) bool {
-	var h struct {
-		Type string `json:"type"`
-	}
-	if json.Unmarshal(raw, &h) != nil {
-		return false
-	}
-	switch h.Type {
-	case typeOrchQueue, typeWorkQueue, typeIntent, typeInstance:
-		return true
-	}
-	return false
-}
+func relevantDoc(raw json.RawMessage) bool { return store.FeedKindOf(raw) != store.FeedOther }
 
-var errHeld = errors.New("provider: intent delivery held (test)")
-
-// feedDoc is the union of what the handler reads of any document.
-type feedDoc struct {
-	queueHead
-	LockToken string         `json:"lockToken"`
-	Publish   *publishRecord `json:"publish"`
-	Deleting  string         `json:"deleting"`
-}
+var errHeld = errors.New("engine: intent delivery held (HoldIntents)")
 
 // handle is the change-feed handler: every changed document of an owned
 // slot block becomes a wakeup, a delivery or a deferred check.
-func (e *engine) handle(ctx context.Context, b changefeed.Batch) error {
+func (e *Engine) handle(ctx context.Context, b changefeed.Batch) error {
 	for _, raw := range b.Documents {
-		var h feedDoc
-		if err := json.Unmarshal(raw, &h); err != nil {
+		f, err := e.s.DecodeFeedDoc(raw, e.now())
+		if err != nil {
 			continue // not ours
 		}
-		switch h.Type {
-		case typeOrchQueue:
-			var q queueDoc
-			if err := json.Unmarshal(raw, &q); err == nil {
-				e.heads.note(q, nowMS()) // kept only if the slot is owned
+		switch f.Kind {
+		case store.FeedOrchestrator:
+			if h, err := store.DecodeHead(raw); err == nil {
+				e.heads.note(h, e.now()) // kept only if the slot is owned
 			} else {
-				e.heads.missed(h.InstanceID)
+				e.heads.missed(f.InstanceID)
 			}
-			e.signalQueue(h.queueHead, false)
-		case typeWorkQueue:
-			e.signalQueue(h.queueHead, false)
-		case typeInstance:
-			var d instanceDoc
-			if err := json.Unmarshal(raw, &d); err == nil {
-				e.instanceChanged(&d)
-			}
-		case typeIntent:
+			e.signalQueue(f.QueueHead, false)
+		case store.FeedWorker:
+			e.signalQueue(f.QueueHead, false)
+		case store.FeedInstance:
+			e.instanceChanged(f)
+		case store.FeedIntent:
 			if e.holdIntents.Load() {
 				return errHeld
 			}
-			var in intentDoc
+			var in outbox.Intent
 			if err := json.Unmarshal(raw, &in); err != nil {
 				continue
 			}
 			if !e.isOwned(slots.Of(in.InstanceID)) {
 				continue
 			}
-			if err := e.p.outbox.deliver(ctx, in); err != nil {
-				if ctx.Err() != nil || retryableStatus(statusOf(err)) || statusOf(err) == 0 {
+			if err := e.out.Deliver(ctx, in); err != nil {
+				if ctx.Err() != nil || store.Retryable(err) {
 					return err // the batch is offered again
 				}
 				e.log.Warn("outbox intent left for the safety sweep", zap.String("source", in.InstanceID),
-					zap.String("target", in.TargetInstance), zap.Int("status", statusOf(err)))
+					zap.String("target", in.TargetInstance), zap.Int("status", store.Status(err)))
 				continue
 			}
 			e.stats.feedDelivered.Add(1)
@@ -751,59 +741,35 @@ func (e *engine) handle(ctx context.Context, b changefeed.Batch) error {
 	return nil
 }
 
-// slotSetClause renders a set of slots as a query condition over
-// c.dispatchSlot: one range per contiguous run.
-func slotSetClause(s wakeup.Set) (string, []azcosmos.QueryParameter) {
-	var parts []string
-	var params []azcosmos.QueryParameter
-	run := -1
-	flush := func(lo, hi int) {
-		n := itoa(len(params) / 2)
-		parts = append(parts, "(c.dispatchSlot >= @lo"+n+" AND c.dispatchSlot <= @hi"+n+")")
-		params = append(params, param("@lo"+n, lo), param("@hi"+n, hi))
-	}
-	prev := -2
+// setBlocks renders a set of slots as its runs of consecutive slots.
+func setBlocks(s wakeup.Set) []slots.Block {
+	bs := []slots.Block{}
 	for sl := range s.All() {
 		if sl >= slots.Count {
 			break
 		}
-		if sl != prev+1 {
-			if run >= 0 {
-				flush(run, prev)
-			}
-			run = sl
+		if n := len(bs); n > 0 && bs[n-1].Last == sl-1 {
+			bs[n-1].Last = sl
+			continue
 		}
-		prev = sl
+		bs = append(bs, slots.Block{First: sl, Last: sl})
 	}
-	if run >= 0 {
-		flush(run, prev)
-	}
-	if len(parts) == 0 {
-		return "false", nil
-	}
-	if len(parts) == 1 && parts[0] == "(c.dispatchSlot >= @lo0 AND c.dispatchSlot <= @hi0)" && s.Len() == slots.Count {
-		return "true", nil
-	}
-	return "(" + strings.Join(parts, " OR ") + ")", params
+	return bs
 }
 
 // catchUp signals every queue document of the slots: the backlog of slots
 // newly owned (one query for all slots acquired together, instead of a
 // scan per slot). It returns the instances it found orchestrator messages
 // of.
-func (e *engine) catchUp(ctx context.Context, slots wakeup.Set) ([]string, error) {
-	clause, params := slotSetClause(slots)
-	rows, err := queryAll[queueHead](ctx, e.p.s, nil,
-		"SELECT c.id, c.instanceId, c.type, c.dispatchSlot, c.visibleAt, c.lockedUntil, c.enqueuedAt FROM c WHERE (c.type = 'orch_queue' OR c.type = 'worker_queue') AND "+clause,
-		params...)
+func (e *Engine) catchUp(ctx context.Context, set wakeup.Set) ([]string, error) {
+	rows, err := e.s.QueueHeads(ctx, store.HeadQuery{Blocks: setBlocks(set), Orchestrator: true, Worker: true})
 	if err != nil {
 		return nil, err
 	}
-	byEnqueued(rows, func(r *queueHead) int64 { return r.EnqueuedAt })
 	e.stats.catchups.Add(1)
 	var orch []string
 	for _, r := range rows {
-		if r.Type == typeOrchQueue {
+		if r.IsOrchestrator() {
 			orch = append(orch, r.InstanceID)
 		}
 		e.signalQueue(r, false)
@@ -812,7 +778,7 @@ func (e *engine) catchUp(ctx context.Context, slots wakeup.Set) ([]string, error
 }
 
 // kickHint wakes the backlog-hint check of the running session.
-func (e *engine) kickHint() {
+func (e *Engine) kickHint() {
 	if s := e.sess.Load(); s != nil {
 		signalCh(s.hintKick)
 	}
@@ -821,7 +787,7 @@ func (e *engine) kickHint() {
 // onPositioned is the processor's OnPositioned: the reader of a lease has
 // fixed its starting point, so a catch-up of the lease's slots now covers
 // everything written before it.
-func (e *engine) onPositioned(s *session, leaseID string) {
+func (e *Engine) onPositioned(s *session, leaseID string) {
 	s.mu.Lock()
 	slots, ok := s.unpinned[leaseID]
 	delete(s.unpinned, leaseID)
@@ -834,7 +800,7 @@ func (e *engine) onPositioned(s *session, leaseID string) {
 	}
 }
 
-func (e *engine) catchupLoop(s *session) {
+func (e *Engine) catchupLoop(s *session) {
 	ctx := s.ctx
 	delay := 100 * time.Millisecond
 	for {
@@ -874,7 +840,7 @@ func (e *engine) catchupLoop(s *session) {
 		s.mu.Lock()
 		s.catchup = s.catchup.Union(slots)
 		s.mu.Unlock()
-		if !clock.Sleep(ctx, delay) {
+		if !e.sleep(ctx, delay) {
 			return
 		}
 		delay = min(2*delay, 10*time.Second)
@@ -888,7 +854,7 @@ const readyWait = 3 * time.Second
 // checkReady closes ready once no catch-up is pending and this replica
 // owns at least the smallest share balancing leaves a replica
 // (floor(leases/members), within one lease of even, at least one).
-func (e *engine) checkReady(s *session) {
+func (e *Engine) checkReady(s *session) {
 	s.mu.Lock()
 	pending := !s.catchup.Intersect(*s.owned.Load()).IsEmpty()
 	s.mu.Unlock()
@@ -896,30 +862,12 @@ func (e *engine) checkReady(s *session) {
 		return
 	}
 	members := max(len(s.store.Members()), 1)
-	fair := max(e.cfg.LeaseBlocks/members, 1)
+	fair := max(e.opts.Leases.Blocks/members, 1)
 	if len(s.store.Owned()) >= fair {
 		s.readyOnce.Do(func() { close(s.ready) })
 		s.sharedOnce.Do(func() { close(s.shared) })
 	}
 }
-
-// awaitShare waits for the session's first lease share and its catch-up
-// like awaitReady, but bounded by shareWait instead of readyWait (tests
-// on a loaded machine).
-func (s *session) awaitShare(ctx context.Context) {
-	t := time.NewTimer(shareWait)
-	defer t.Stop()
-	select {
-	case <-s.shared:
-	case <-t.C:
-	case <-ctx.Done():
-	case <-s.ctx.Done():
-	}
-}
-
-// shareWait bounds awaitShare: checkReady runs after each catch-up, so a
-// share reached only by the others' leaving or dying is not noticed.
-const shareWait = 30 * time.Second
 
 // awaitReady waits (bounded by readyWait) for the session's first lease
 // share and its catch-up.
@@ -931,63 +879,33 @@ func (s *session) awaitReady(ctx context.Context) {
 	}
 }
 
-// sweepRow is one result of the safety sweep.
-type sweepRow struct {
-	queueHead
-	TargetInstance string `json:"targetInstanceId"`
-	Payload        string `json:"payload"`
-	IdempotencyKey string `json:"idempotencyKey"`
-	CreatedAt      int64  `json:"createdAt"`
-}
-
-// sweepOnce is the safety net, one cross-partition query: visible unlocked
-// queue documents of owned slots, outbox intents older than ReconcileAge,
-// and instances with a stale publication or deletion.
-func (e *engine) sweepOnce(ctx context.Context) {
+// sweepOnce is the safety net, one cross-partition query (store.Stale):
+// visible unlocked queue documents of owned slots are signalled again, and
+// the outbox's repair pass delivers stale intents and finishes stale
+// publications and deletions.
+func (e *Engine) sweepOnce(ctx context.Context) {
 	e.stats.sweeps.Add(1)
-	now := nowMS()
-	cut := now - durMS(e.p.cfg.ReconcileAge)
-	dcut := now - e.p.deletionTimeout()
-	clause, params := slotSetClause(e.ownedSet())
-	params = append(params, param("@now", now), param("@cut", cut), param("@dcut", dcut))
-	rows, err := queryAll[sweepRow](ctx, e.p.s, nil,
-		"SELECT c.id, c.instanceId, c.type, c.dispatchSlot, c.visibleAt, c.lockedUntil, c.enqueuedAt, c.targetInstanceId, c.payload, c.idempotencyKey, c.createdAt FROM c WHERE "+
-			"((c.type = 'orch_queue' OR c.type = 'worker_queue') AND c.visibleAt <= @now AND c.lockedUntil <= @now AND "+clause+") OR "+
-			"(c.type = 'outbox_intent' AND c.createdAt <= @cut) OR "+
-			"(c.type = 'instance' AND ((IS_DEFINED(c.publish) AND c.publish.at <= @cut) OR (IS_DEFINED(c.deleting) AND c.deletingAt <= @dcut)))",
-		params...)
+	heads, found, err := e.s.Stale(ctx, store.StaleQuery{QueueBlocks: setBlocks(e.ownedSet())})
 	if err != nil {
 		if ctx.Err() == nil {
-			e.log.Warn("safety sweep failed", zap.Int("status", statusOf(err)), zap.Error(err))
+			e.log.Warn("safety sweep failed", zap.Int("status", store.Status(err)), zap.Error(err))
 		}
 		return
 	}
-	byEnqueued(rows, func(r *sweepRow) int64 { return r.EnqueuedAt })
-	for _, r := range rows {
-		switch r.Type {
-		case typeOrchQueue, typeWorkQueue:
-			e.signalQueue(r.queueHead, false)
-		case typeIntent:
-			in := intentDoc{ID: r.ID, InstanceID: r.InstanceID, Type: typeIntent, TargetInstance: r.TargetInstance,
-				Payload: r.Payload, IdempotencyKey: r.IdempotencyKey, CreatedAt: r.CreatedAt}
-			if err := e.p.outbox.deliver(ctx, in); err != nil {
-				e.log.Info("outbox intent still undelivered", zap.String("source", in.InstanceID), zap.Int("status", statusOf(err)))
-				continue
-			}
-			e.stats.sweepDelivered.Add(1)
-		case typeInstance:
-			e.finishInstance(ctx, r.InstanceID)
-		}
+	for _, q := range heads {
+		e.signalQueue(q, false)
 	}
-	e.pruneReleased(now)
+	r := e.out.Repair(ctx, found, e.s)
+	e.stats.sweepDelivered.Add(int64(r.Delivered))
+	e.pruneReleased(e.now())
 }
 
-func (e *engine) sweepLoop(s *session) {
+func (e *Engine) sweepLoop(s *session) {
 	ctx := s.ctx
 	for {
-		d := e.cfg.SafetySweepInterval
+		d := e.opts.SafetySweepInterval
 		d -= time.Duration(rand.Int64N(int64(d)/10 + 1)) // jitter: replicas drift apart
-		if !clock.Sleep(ctx, d) {
+		if !e.sleep(ctx, d) {
 			return
 		}
 		e.sweepOnce(ctx)
@@ -996,7 +914,7 @@ func (e *engine) sweepLoop(s *session) {
 
 // pruneReleased forgets released locks whose expiry has long passed, and
 // parked wakeups older than a minute (the sweep re-finds them).
-func (e *engine) pruneReleased(now int64) {
+func (e *Engine) pruneReleased(now int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for k, until := range e.released {
@@ -1026,31 +944,8 @@ func (e *engine) pruneReleased(now int64) {
 	}
 }
 
-// finishInstance publishes a committed large turn or purges a marked
-// instance whose writer died (deferred checks and the safety sweep).
-func (e *engine) finishInstance(ctx context.Context, instance string) {
-	d, err := e.p.readInstance(ctx, instance)
-	if err != nil || d == nil {
-		return
-	}
-	now := nowMS()
-	if d.Deleting != "" {
-		if d.DeletingAt <= now-e.p.deletionTimeout() {
-			if _, err := e.p.purge(ctx, instance, nil); err != nil && ctx.Err() == nil {
-				e.log.Warn("deletion sweep failed", zap.String("instance", instance), zap.Error(err))
-			}
-		}
-		return
-	}
-	if d.Publish != nil && d.Publish.At <= now-durMS(e.p.cfg.ReconcileAge) {
-		if err := e.p.publish(ctx, instance, d.Publish, d.ETag); err != nil && ctx.Err() == nil {
-			e.log.Warn("publication sweep failed", zap.String("instance", instance), zap.Error(err))
-		}
-	}
-}
-
 // maintLoop runs the deferred checks signalled by the feed handler.
-func (e *engine) maintLoop(ctx context.Context) {
+func (e *Engine) maintLoop(ctx context.Context) {
 	for {
 		w, ok := e.maint.Wait(ctx, allSlots, time.Hour)
 		if ctx.Err() != nil || e.closed.Load() {
@@ -1059,7 +954,9 @@ func (e *engine) maintLoop(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		e.finishInstance(ctx, w.Instance)
+		if err := e.s.FinishInstance(ctx, w.Instance); err != nil && ctx.Err() == nil {
+			e.log.Warn("deferred publication or deletion failed", zap.String("instance", w.Instance), zap.Error(err))
+		}
 	}
 }
 
@@ -1090,9 +987,9 @@ func hintID(replica string) string { return "hint:" + replica }
 
 // onLeaseDocument is leasestore's OnDocument: another replica's backlog
 // hint makes this replica scan the hinted slots for worker items.
-func (e *engine) onLeaseDocument(raw []byte) {
+func (e *Engine) onLeaseDocument(raw []byte) {
 	var h hintDoc
-	if err := json.Unmarshal(raw, &h); err != nil || h.Type != typeHint || h.Replica == e.cfg.ReplicaID {
+	if err := json.Unmarshal(raw, &h); err != nil || h.Type != typeHint || h.Replica == e.opts.ReplicaID {
 		return
 	}
 	e.mu.Lock()
@@ -1100,7 +997,7 @@ func (e *engine) onLeaseDocument(raw []byte) {
 	if (!ok || h.Seq != prev.seq) && len(h.Refused) > 0 {
 		// Instances the owner cannot run: a local fetch tries each with its
 		// own filter (and keeps it aside as refused if that fails too).
-		now := time.Now()
+		now := e.clk.Now()
 		for _, inst := range h.Refused {
 			if sl := slots.Of(inst); !e.isOwned(sl) {
 				e.orch.Signal(sl, orchKey(inst), now)
@@ -1108,7 +1005,7 @@ func (e *engine) onLeaseDocument(raw []byte) {
 		}
 	}
 	if !ok || h.Seq != prev.seq {
-		prev = hintSeen{slots: h.Slots, seq: h.Seq, seenAt: time.Now(), scanned: prev.scanned}
+		prev = hintSeen{slots: h.Slots, seq: h.Seq, seenAt: e.clk.Now(), scanned: prev.scanned}
 		if prev.scanned == nil {
 			prev.scanned = map[int]time.Time{}
 		}
@@ -1129,12 +1026,12 @@ func (e *engine) onLeaseDocument(raw []byte) {
 // replica has no live heartbeat (it died without removing its hint), is
 // not followed; it is kept, so that a re-read of the lease partition does
 // not bring it back as new.
-func (e *engine) rescanHinted() {
+func (e *Engine) rescanHinted() {
 	s := e.sess.Load()
 	if s == nil {
 		return
 	}
-	now := time.Now()
+	now := e.clk.Now()
 	e.mu.Lock()
 	if len(e.hinted) == 0 {
 		e.mu.Unlock()
@@ -1167,7 +1064,7 @@ func (e *engine) rescanHinted() {
 // (which no local fetch could take), per slot. Parked wakeups older than
 // parkRecheck go back to the hub, so a local fetch re-reads them: one that
 // another replica took meanwhile is then forgotten.
-func (e *engine) workerBacklog() (per map[int]int, due, parked int) {
+func (e *Engine) workerBacklog() (per map[int]int, due, parked int) {
 	owned := e.ownedSet()
 	per = map[int]int{}
 	for _, pw := range e.work.Snapshot().Pending {
@@ -1176,14 +1073,14 @@ func (e *engine) workerBacklog() (per map[int]int, due, parked int) {
 			due++
 		}
 	}
-	now := nowMS()
+	now := e.now()
 	var back []parkedWI
 	e.mu.Lock()
 	for k, pw := range e.parked {
 		if !owned.Contains(pw.slot) {
 			continue
 		}
-		if pw.parkedAt < now-durMS(parkRecheck) {
+		if pw.parkedAt < now-parkRecheck.Milliseconds() {
 			back = append(back, pw)
 			delete(e.parked, k)
 			continue
@@ -1193,7 +1090,7 @@ func (e *engine) workerBacklog() (per map[int]int, due, parked int) {
 	}
 	e.mu.Unlock()
 	for _, pw := range back {
-		e.work.Signal(pw.slot, pw.key, time.Now())
+		e.work.Signal(pw.slot, pw.key, e.clk.Now())
 	}
 	return per, due, parked
 }
@@ -1206,7 +1103,7 @@ const parkRecheck = 2 * time.Second
 // backlog exceeds what its worker dispatchers can start (or holds items
 // none of them may take: other tags, sessions), and clears it once
 // drained.
-func (e *engine) checkHint(ctx context.Context) {
+func (e *Engine) checkHint(ctx context.Context) {
 	per, due, parked := e.workerBacklog()
 	refused := e.refusedOwned()
 	n := due + parked
@@ -1232,8 +1129,8 @@ func (e *engine) checkHint(ctx context.Context) {
 		}
 		slices.Sort(slots)
 		changed := !h.published || !slices.Equal(slots, h.slots) || !slices.Equal(refused, h.refused) || n > 2*h.count || 2*n < h.count ||
-			time.Since(h.lastWrite) >= hintRefresh
-		write = changed && time.Since(h.lastWrite) >= 250*time.Millisecond
+			e.clk.Now().Sub(h.lastWrite) >= hintRefresh
+		write = changed && e.clk.Now().Sub(h.lastWrite) >= 250*time.Millisecond
 	} else if h.cold >= 2 && h.published {
 		write = true
 		n = 0
@@ -1245,27 +1142,27 @@ func (e *engine) checkHint(ctx context.Context) {
 	if h.hot < 2 {
 		refused = nil // clearing the hint
 	}
-	doc := hintDoc{ID: hintID(e.cfg.ReplicaID), InstanceID: e.leasePartition(), Type: typeHint, Replica: e.cfg.ReplicaID,
+	doc := hintDoc{ID: hintID(e.opts.ReplicaID), InstanceID: e.leasePartition(), Type: typeHint, Replica: e.opts.ReplicaID,
 		Slots: slots, Count: n, Seq: h.seq, Refused: refused}
 	if doc.Slots == nil {
 		doc.Slots = []int{}
 	}
 	b, _ := json.Marshal(doc)
-	if _, err := e.p.s.c.UpsertItem(ctx, pk(doc.InstanceID), b, nil); err != nil {
+	if err := e.s.Upsert(ctx, doc.InstanceID, b); err != nil {
 		if ctx.Err() == nil {
 			e.log.Warn("backlog hint not written", zap.Error(err))
 		}
 		return
 	}
 	e.stats.hintsWritten.Add(1)
-	h.lastWrite = time.Now()
+	h.lastWrite = e.clk.Now()
 	h.published = len(slots) > 0 || len(refused) > 0
 	h.slots, h.count, h.refused = slots, n, refused
 }
 
 // refusedOwned lists (sorted, at most maxHintRefused) the instances of
 // owned slots that a capability filter refused.
-func (e *engine) refusedOwned() []string {
+func (e *Engine) refusedOwned() []string {
 	owned := e.ownedSet()
 	var out []string
 	e.mu.Lock()
@@ -1284,7 +1181,7 @@ func (e *engine) refusedOwned() []string {
 
 // hintLoop runs the backlog-hint check every 100 ms while a hint is
 // published or being considered, and otherwise sleeps until kicked.
-func (e *engine) hintLoop(s *session) {
+func (e *Engine) hintLoop(s *session) {
 	const every = 100 * time.Millisecond
 	ctx := s.ctx
 	for {
@@ -1298,7 +1195,7 @@ func (e *engine) hintLoop(s *session) {
 			case <-s.hintKick:
 			}
 		}
-		if !clock.Sleep(ctx, every) {
+		if !e.sleep(ctx, every) {
 			return
 		}
 		e.checkHint(ctx)
@@ -1306,22 +1203,21 @@ func (e *engine) hintLoop(s *session) {
 }
 
 // clearHint deletes this replica's hint document (graceful stop).
-func (e *engine) clearHint(ctx context.Context) {
+func (e *Engine) clearHint(ctx context.Context) {
 	e.hint.mu.Lock()
 	had := e.hint.seq > 0
 	e.hint.mu.Unlock()
 	if !had {
 		return
 	}
-	_, err := e.p.s.c.DeleteItem(ctx, pk(e.leasePartition()), hintID(e.cfg.ReplicaID), nil)
-	if err != nil && !isStatus(err, http.StatusNotFound) {
+	if err := e.s.Delete(ctx, e.leasePartition(), hintID(e.opts.ReplicaID)); err != nil {
 		e.log.Info("backlog hint not removed", zap.Error(err))
 	}
 }
 
 // wakeSlot makes the feed reader of slot read at once.
-func (e *engine) wakeSlot(slot int) {
+func (e *Engine) wakeSlot(slot int) {
 	if s := e.sess.Load(); s != nil {
-		s.proc.Wake(epk.SlotRange(slot, slot, slots.Count))
+		s.proc.Wake(slots.Block{First: slot, Last: slot}.Range())
 	}
 }

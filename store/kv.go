@@ -1,4 +1,4 @@
-package provider
+package store
 
 import (
 	"context"
@@ -157,7 +157,7 @@ func sameKV(a, b kvDoc) bool {
 }
 
 // clientKV reads the store as clients see it.
-func (p *Provider) clientKV(ctx context.Context, instance string) (map[string]durable.KVEntry, error) {
+func (p *Store) clientKV(ctx context.Context, instance string) (map[string]durable.KVEntry, error) {
 	docs, err := p.readKV(ctx, instance)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package provider
+package store
 
 import (
 	"sync/atomic"
@@ -12,7 +12,6 @@ const (
 	typeHistory   = "history"
 	typeOrchQueue = "orch_queue"
 	typeWorkQueue = "worker_queue"
-	typeIntent    = "outbox_intent"
 	typeSession   = "session"
 	typeKV        = "kv"
 	typeStaged    = "staged"
@@ -132,19 +131,6 @@ type queueDoc struct {
 	// Staged documents (type "staged") become FinalType when published.
 	StagedBy  string `json:"stagedBy,omitempty"`
 	FinalType string `json:"finalType,omitempty"`
-}
-
-// intentDoc is an outbox intent: a document to create in another partition.
-type intentDoc struct {
-	ID             string `json:"id"`
-	InstanceID     string `json:"instanceId"`
-	Type           string `json:"type"`
-	TargetInstance string `json:"targetInstanceId"`
-	Payload        string `json:"payload"`
-	IdempotencyKey string `json:"idempotencyKey"`
-	CreatedAt      int64  `json:"createdAt"`
-	StagedBy       string `json:"stagedBy,omitempty"`
-	FinalType      string `json:"finalType,omitempty"`
 }
 
 // kvDoc is one key of an instance's key-value store.

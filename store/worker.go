@@ -1,4 +1,4 @@
-package provider
+package store
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/outbox"
 	"github.com/durafeed/durafeed/slots"
 )
 
@@ -37,27 +38,14 @@ func tagClause(f durable.TagFilter) (string, []azcosmos.QueryParameter) {
 	return " AND c.tag IN (" + strings.Join(names, ", ") + ")", params
 }
 
-// FetchWorkItem implements durable.Provider (polling mode, as
-// FetchOrchestrationItem).
-func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter) (*durable.LockedWorkItem, error) {
-	const op = "fetch_work_item"
+// LockWorkIn runs the worker candidate query over the block's slots (the
+// seeds' polling fetch) and locks the oldest item the caller may take: a
+// session item only with session settings, and only when its session is
+// free or the caller's. It returns nil, nil when there is none.
+func (p *Store) LockWorkIn(ctx context.Context, sh slots.Block, lockTimeout time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter) (*durable.LockedWorkItem, error) {
 	if tags.Mode() == durable.TagsNone {
 		return nil, nil
 	}
-	if p.ev != nil {
-		return p.fetchWorkEvent(ctx, lockTimeout, pollTimeout, session, tags)
-	}
-	sh, release, err := p.work.acquire(ctx)
-	if err != nil {
-		return nil, durable.Retryable(op, err, "cancelled")
-	}
-	defer release()
-	return p.fetchWorkPolling(ctx, lockTimeout, session, tags, sh)
-}
-
-// fetchWorkPolling runs the worker candidate query over the share's slots
-// and locks the oldest item it may take.
-func (p *Provider) fetchWorkPolling(ctx context.Context, lockTimeout time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter, sh slots.Block) (*durable.LockedWorkItem, error) {
 	const op = "fetch_work_item"
 	now := nowMS()
 	sql := "SELECT c.id, c.instanceId, c.enqueuedAt, c.sessionId, c._etag FROM c WHERE c.type = 'worker_queue' AND c.visibleAt <= @now AND c.lockedUntil <= @now"
@@ -118,9 +106,20 @@ func (p *Provider) fetchWorkPolling(ctx context.Context, lockTimeout time.Durati
 	return nil, nil
 }
 
+// ClaimSession makes cfg's owner the owner of the session sid unless
+// another owner holds it unexpired, reporting whether the caller owns it
+// now (a fetch's session claim).
+func (p *Store) ClaimSession(ctx context.Context, sid string, cfg *durable.SessionFetchConfig) (bool, error) {
+	ok, err := p.claimSession(ctx, sid, cfg)
+	if err != nil {
+		return false, mapErr("fetch_work_item", err)
+	}
+	return ok, nil
+}
+
 // claimSession makes cfg's owner the owner of the session, unless another
 // owner holds it unexpired. It reports whether the caller owns it now.
-func (p *Provider) claimSession(ctx context.Context, sid string, cfg *durable.SessionFetchConfig) (bool, error) {
+func (p *Store) claimSession(ctx context.Context, sid string, cfg *durable.SessionFetchConfig) (bool, error) {
 	part := sessionPartition(sid)
 	var s sessionDoc
 	found, err := p.s.read(ctx, part, sessionDocID(sid), &s)
@@ -152,7 +151,7 @@ func (p *Provider) claimSession(ctx context.Context, sid string, cfg *durable.Se
 }
 
 // touchSession records session activity, only while the session is owned.
-func (p *Provider) touchSession(ctx context.Context, sid string) {
+func (p *Store) touchSession(ctx context.Context, sid string) {
 	now := nowMS()
 	var pt azcosmos.PatchOperations
 	pt.AppendSet("/lastActivity", now)
@@ -166,7 +165,7 @@ func itoa64(v int64) string {
 }
 
 // lockedWork reads a work item by its token and checks the lock.
-func (p *Provider) lockedWork(ctx context.Context, op, token string) (*queueDoc, parsedToken, error) {
+func (p *Store) lockedWork(ctx context.Context, op, token string) (*queueDoc, parsedToken, error) {
 	t, ok := parseToken(token)
 	if !ok || t.kind != tokenWork {
 		return nil, t, durable.Permanent(op, nil, "unknown lock token")
@@ -188,25 +187,26 @@ func (p *Provider) lockedWork(ctx context.Context, op, token string) (*queueDoc,
 	return &q, t, nil
 }
 
-// AckWorkItem implements durable.Provider: the item's deletion (If-Match
-// its ETag) and the completion's creation are one batch.
-func (p *Provider) AckWorkItem(ctx context.Context, lockToken string, completion durable.WorkItem) error {
+// AckWorkItem is durable.Provider's AckWorkItem: the item's deletion
+// (If-Match its ETag) and the completion's creation are one batch. It
+// returns what the commit left for dispatch.
+func (p *Store) AckWorkItem(ctx context.Context, lockToken string, completion durable.WorkItem) (Commit, error) {
 	const op = "ack_work_item"
 	q, t, err := p.lockedWork(ctx, op, lockToken)
 	if err != nil {
-		return err
+		return Commit{}, err
 	}
 	ops := []batchOp{{kind: "delete", id: q.ID, ifMatch: q.ETag}}
-	var intent *intentDoc
+	var intent *outbox.Intent
 	var local *queueDoc
 	if completion != nil {
 		if err := validateItem(op, completion, durable.OrchestratorQueue); err != nil {
-			return err
+			return Commit{}, err
 		}
 		if completion.TargetInstance() == t.instance {
 			d, err := newQueueDoc("c:"+t.nonce, completion, nowMS())
 			if err != nil {
-				return durable.Permanent(op, err, "encode completion")
+				return Commit{}, durable.Permanent(op, err, "encode completion")
 			}
 			ops = append(ops, opCreate(d))
 			local = &d
@@ -214,47 +214,46 @@ func (p *Provider) AckWorkItem(ctx context.Context, lockToken string, completion
 			key := "work|" + t.instance + "|" + t.nonce
 			d, err := newQueueDoc(outboxTargetID(key), completion, nowMS())
 			if err != nil {
-				return durable.Permanent(op, err, "encode completion")
+				return Commit{}, durable.Permanent(op, err, "encode completion")
 			}
 			payload, _ := json.Marshal(d)
-			intent = &intentDoc{ID: outboxIntentID(key), InstanceID: t.instance, Type: typeIntent,
+			intent = &outbox.Intent{ID: outboxIntentID(key), InstanceID: t.instance, Type: outbox.Type,
 				TargetInstance: completion.TargetInstance(), Payload: string(payload), IdempotencyKey: key, CreatedAt: nowMS()}
 			ops = append(ops, opCreate(*intent))
 		}
 	}
 	if _, err := p.s.execBatch(ctx, t.instance, ops, false); err != nil {
 		if statusOf(err) == http.StatusPreconditionFailed || statusOf(err) == http.StatusNotFound {
-			return durable.Permanent(op, err, "work item lock of %q was lost", t.instance)
+			return Commit{}, durable.Permanent(op, err, "work item lock of %q was lost", t.instance)
 		}
-		return mapErr(op, err)
+		return Commit{}, mapErr(op, err)
 	}
-	p.workReleased(q)
+	c := Commit{Source: t.instance, session: q.SessionID}
+	c.WorkDone = []QueueHead{q.head()}
 	if local != nil {
-		p.noteQueueDocs(*local)
+		c.Visible = []QueueHead{local.head()}
 	}
 	if intent != nil {
-		p.deliverIntents(ctx, t.instance, []intentDoc{*intent})
+		c.Intents = []outbox.Intent{*intent}
 	}
-	if q.SessionID != "" {
-		p.touchSession(ctx, q.SessionID)
-	}
-	return nil
+	return c, nil
 }
 
-// AbandonWorkItem implements durable.Provider; an unknown token succeeds.
-func (p *Provider) AbandonWorkItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
+// AbandonWorkItem is durable.Provider's AbandonWorkItem (an unknown token
+// succeeds); it returns the item made visible again.
+func (p *Store) AbandonWorkItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) (Write, error) {
 	const op = "abandon_work_item"
 	t, ok := parseToken(lockToken)
 	if !ok || t.kind != tokenWork {
-		return nil
+		return Write{}, nil
 	}
 	var q queueDoc
 	found, err := p.s.read(ctx, t.instance, t.docID, &q)
 	if err != nil {
-		return mapErr(op, err)
+		return Write{}, mapErr(op, err)
 	}
 	if !found || q.LockToken != lockToken {
-		return nil
+		return Write{}, nil
 	}
 	if delay < 0 {
 		delay = 0
@@ -268,17 +267,16 @@ func (p *Provider) AbandonWorkItem(ctx context.Context, lockToken string, delay 
 	}
 	if _, err := p.s.patch(ctx, t.instance, q.ID, pt, q.ETag, nil); err != nil {
 		if !lostRace(err) {
-			return mapErr(op, err)
+			return Write{}, mapErr(op, err)
 		}
-		return nil
+		return Write{}, nil
 	}
 	q.LockToken, q.LockedUntil, q.VisibleAt = "", 0, nowMS()+durMS(delay)
-	p.noteQueueDocs(q)
-	return nil
+	return Write{Visible: []QueueHead{q.head()}}, nil
 }
 
 // RenewWorkItemLock implements durable.Provider.
-func (p *Provider) RenewWorkItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
+func (p *Store) RenewWorkItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
 	const op = "renew_work_item_lock"
 	q, t, err := p.lockedWork(ctx, op, lockToken)
 	if err != nil {
@@ -300,7 +298,7 @@ func (p *Provider) RenewWorkItemLock(ctx context.Context, lockToken string, exte
 
 // RenewSessionLock implements durable.Provider: one cross-partition query
 // for all owners, then one conditional replace per live, active session.
-func (p *Provider) RenewSessionLock(ctx context.Context, ownerIDs []string, extendFor, idleTimeout time.Duration) (int, error) {
+func (p *Store) RenewSessionLock(ctx context.Context, ownerIDs []string, extendFor, idleTimeout time.Duration) (int, error) {
 	const op = "renew_session_lock"
 	if len(ownerIDs) == 0 {
 		return 0, nil
@@ -335,7 +333,7 @@ func (p *Provider) RenewSessionLock(ctx context.Context, ownerIDs []string, exte
 }
 
 // CleanupOrphanedSessions implements durable.Provider.
-func (p *Provider) CleanupOrphanedSessions(ctx context.Context, _ time.Duration) (int, error) {
+func (p *Store) CleanupOrphanedSessions(ctx context.Context, _ time.Duration) (int, error) {
 	const op = "cleanup_orphaned_sessions"
 	now := nowMS()
 	expired, err := queryAll[sessionDoc](ctx, p.s, nil,
@@ -374,14 +372,52 @@ func (p *Provider) CleanupOrphanedSessions(ctx context.Context, _ time.Duration)
 	return n, nil
 }
 
-// workReleased records, in event-driven mode, that this process removed a
-// work item it had locked: the expiry wakeup of that lock is void.
-func (p *Provider) workReleased(q *queueDoc) {
-	if p.ev == nil || !p.ev.isJoined() {
-		return
+// WorkDoc is a worker queue document as ReadWork read it: a lock taken
+// with LockWork is conditional on that version.
+type WorkDoc struct {
+	QueueHead
+	// SessionID and Tag are the item's session ("" for none) and tag.
+	SessionID, Tag string
+
+	doc queueDoc
+}
+
+// ReadWork point-reads a worker item; nil when it is gone or not a
+// worker item.
+func (p *Store) ReadWork(ctx context.Context, instance, id string) (*WorkDoc, error) {
+	var q queueDoc
+	found, err := p.s.read(ctx, instance, id, &q)
+	if err != nil {
+		return nil, mapErr("fetch_work_item", err)
 	}
-	e := p.ev
-	e.mu.Lock()
-	e.wreleased[workKey(q.InstanceID, q.ID)] = q.LockedUntil
-	e.mu.Unlock()
+	if !found || q.Type != typeWorkQueue {
+		return nil, nil
+	}
+	return &WorkDoc{QueueHead: q.head(), SessionID: q.SessionID, Tag: q.Tag, doc: q}, nil
+}
+
+// LockWork locks the worker item w (If-Match the version read). It
+// returns nil when another fetch won the race, and the lock's expiry.
+func (p *Store) LockWork(ctx context.Context, w *WorkDoc, lockTimeout time.Duration) (*durable.LockedWorkItem, int64, error) {
+	q := w.doc
+	const op = "fetch_work_item"
+	nonce := uuid.NewString()
+	token := makeToken(tokenWork, nonce, q.InstanceID, q.ID)
+	until := nowMS() + durMS(lockTimeout)
+	var pt azcosmos.PatchOperations
+	pt.AppendSet("/lockToken", token)
+	pt.AppendSet("/lockedUntil", until)
+	pt.AppendIncrement("/attemptCount", 1)
+	var locked queueDoc
+	if _, err := p.s.patch(ctx, q.InstanceID, q.ID, pt, q.ETag, &locked); err != nil {
+		if lostRace(err) {
+			return nil, 0, nil
+		}
+		return nil, 0, mapErr(op, err)
+	}
+	item, err := durable.UnmarshalWorkItem([]byte(locked.WorkItem))
+	if err != nil {
+		return nil, 0, durable.Permanent(op, err, "stored work item of %q cannot be decoded", q.InstanceID)
+	}
+	return &durable.LockedWorkItem{Item: item, LockToken: token, AttemptCount: locked.AttemptCount}, until, nil
 }

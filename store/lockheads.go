@@ -1,7 +1,8 @@
-package provider
+package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"sort"
@@ -13,258 +14,31 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/durable"
-	"github.com/durafeed/durafeed/slots"
-	"github.com/durafeed/durafeed/wakeup"
 )
 
-// Bounds of the head index: instances with heads, heads per instance, the
-// largest work item a head keeps (a larger message is read by the fetch's
-// query, as without heads), the work-item bytes of all heads, and the
-// messages remembered as locked.
-const (
-	maxHeadInstances = 4096
-	maxHeadsPerInst  = 16
-	maxHeadItemBytes = 4 << 10
-	maxHeadBytes     = 4 << 20
-	maxGoneIDs       = 16384
-	maxPartial       = 1 << 16
-)
-
-// msgHead is an orchestrator message as the change feed delivered it:
+// Head is an orchestrator message as the change feed delivered it:
 // enough to lock it (its ETag) and to run it (its work item) without
-// reading it again.
-type msgHead struct {
+// reading it again. The event-driven dispatcher keeps them (its head
+// index) and passes them to LockInstance.
+type Head struct {
 	doc queueDoc
 }
 
-// headIndex holds, per instance, the unlocked orchestrator messages the
-// feed delivered that no fetch has taken yet. It is a hint, never the
-// truth: a lock built from a head is conditional on the head's ETag, and
-// the fetch's query, run at the same time, finds whatever the heads miss.
-// Its one owner is the engine; every method is safe for concurrent use and
-// a no-op on a nil index.
-type headIndex struct {
-	mu    sync.Mutex
-	m     map[string][]msgHead
-	bytes int // work-item bytes held
-	// gone are messages a turn of this process locked: a feed page read
-	// before the lock but handled after it would bring back a version
-	// that is stale already.
-	gone map[string]struct{}
-	// goneOrder is gone's insertion order, for eviction.
-	goneOrder []string
-	// owned says whether this replica owns a slot (nil: every slot). note
-	// asks it under mu, and ownership changes before dropSlots takes mu,
-	// so no head of a slot given up outlives its dropSlots.
-	owned func(slot int) bool
-
-	// complete are the owned slots whose heads hold every unlocked message
-	// of their instances that the feed has delivered, and whose feed
-	// starts where a finished catch-up query took over: a message of one
-	// of their instances either is a head or was written after the feed
-	// read that delivered the newest head, except for the instances in
-	// partial (the catch-up found messages of theirs, or a message of
-	// theirs was not kept as a head). See isComplete.
-	complete wakeup.Set
-	partial  map[string]struct{}
+// DecodeHead decodes a feed document of the orchestrator queue.
+func DecodeHead(raw []byte) (Head, error) {
+	var h Head
+	err := json.Unmarshal(raw, &h.doc)
+	return h, err
 }
 
-func newHeadIndex(owned func(slot int) bool) *headIndex {
-	return &headIndex{m: map[string][]msgHead{}, gone: map[string]struct{}{}, owned: owned, partial: map[string]struct{}{}}
-}
+// QueueHead is the head's queue identity, slot and times.
+func (h Head) QueueHead() QueueHead { return h.doc.head() }
 
-// markPartial records that the heads of instance may miss one of its
-// messages; when partial is full, the instance's whole slot stops
-// counting as complete instead. mu held.
-func (h *headIndex) markPartial(instance string) {
-	if _, ok := h.partial[instance]; ok {
-		return
-	}
-	if len(h.partial) >= maxPartial {
-		h.complete.Remove(slots.Of(instance))
-		return
-	}
-	h.partial[instance] = struct{}{}
-}
+// ETag is the version of the message the feed delivered.
+func (h Head) ETag() string { return h.doc.ETag }
 
-// missed records that the feed delivered a message of instance that
-// could not be kept as a head.
-func (h *headIndex) missed(instance string) {
-	if h == nil || instance == "" {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.markPartial(instance)
-}
-
-// acquired forgets what was known of slots this replica now owns again:
-// they count as complete only after their catch-up (caughtUp).
-func (h *headIndex) acquired(set wakeup.Set) {
-	if h == nil {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.complete = h.complete.Difference(set)
-	for inst := range h.partial {
-		if set.Contains(slots.Of(inst)) {
-			delete(h.partial, inst)
-		}
-	}
-}
-
-// caughtUp makes slots complete after the catch-up query that found
-// messages of instances (their slots' backlog when the query ran, which
-// covers everything written before their feed's starting point); the
-// caller passes only slots awaiting no further catch-up. Ownership is
-// checked again here, under the lock dropSlots takes, so a slot lost
-// since the caller looked is not marked.
-func (h *headIndex) caughtUp(set wakeup.Set, instances []string) {
-	if h == nil {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for sl := range set.All() {
-		if h.owned == nil || h.owned(sl) {
-			h.complete.Add(sl)
-		}
-	}
-	for _, inst := range instances {
-		if set.Contains(slots.Of(inst)) {
-			h.markPartial(inst) // when partial is full, drops the slot again
-		}
-	}
-}
-
-// isComplete reports whether the heads of instance hold every unlocked
-// message of it written before the feed read that delivered its newest
-// head (see headIndex.complete).
-func (h *headIndex) isComplete(instance string) bool {
-	if h == nil {
-		return false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, part := h.partial[instance]
-	return !part && h.complete.Contains(slots.Of(instance))
-}
-
-// note records (or, when the message is locked or its work item is too
-// large to keep, forgets) the version q of a message the feed delivered,
-// if this replica owns its slot.
-func (h *headIndex) note(q queueDoc, now int64) {
-	if h == nil || q.ID == "" || q.InstanceID == "" {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.owned != nil && !h.owned(q.DispatchSlot) {
-		return
-	}
-	h.set(q.InstanceID, slices.DeleteFunc(slices.Clone(h.m[q.InstanceID]), func(x msgHead) bool { return x.doc.ID == q.ID }))
-	if _, gone := h.gone[q.ID]; gone || q.LockedUntil > now {
-		// Locked: its instance exists (a lock batch writes the instance
-		// document), so no turn is ever built from heads alone for it.
-		return
-	}
-	if q.ETag == "" || len(q.WorkItem) > maxHeadItemBytes || len(h.m[q.InstanceID]) >= maxHeadsPerInst {
-		h.markPartial(q.InstanceID)
-		return
-	}
-	for len(h.m) > 0 && (h.bytes+len(q.WorkItem) > maxHeadBytes || len(h.m) >= maxHeadInstances && h.m[q.InstanceID] == nil) {
-		for k := range h.m { // evict one instance: its fetch's query reads its messages
-			h.set(k, nil)
-			h.markPartial(k)
-			break
-		}
-	}
-	h.set(q.InstanceID, append(h.m[q.InstanceID], msgHead{doc: q}))
-}
-
-// set replaces the heads of an instance, keeping the byte count; hs must
-// not share the old slice's elements (they are counted out first). mu held.
-func (h *headIndex) set(instance string, hs []msgHead) {
-	for _, x := range h.m[instance] {
-		h.bytes -= len(x.doc.WorkItem)
-	}
-	if len(hs) == 0 {
-		delete(h.m, instance)
-		return
-	}
-	for _, x := range hs {
-		h.bytes += len(x.doc.WorkItem)
-	}
-	h.m[instance] = hs
-}
-
-// take removes and returns the instance's heads visible at now, oldest
-// first; later ones (a timer not yet due) stay.
-func (h *headIndex) take(instance string, now int64) []msgHead {
-	if h == nil {
-		return nil
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var due, later []msgHead
-	for _, x := range h.m[instance] {
-		if x.doc.VisibleAt <= now {
-			due = append(due, x)
-		} else {
-			later = append(later, x)
-		}
-	}
-	h.set(instance, later)
-	sort.Slice(due, func(i, j int) bool { return due[i].doc.EnqueuedAt < due[j].doc.EnqueuedAt })
-	return due
-}
-
-// restore puts back heads take returned that no batch used.
-func (h *headIndex) restore(instance string, hs []msgHead, now int64) {
-	for _, x := range hs {
-		h.note(x.doc, now)
-	}
-}
-
-// forget drops the instance's heads for messages a turn has locked, and
-// keeps their versions from coming back.
-func (h *headIndex) forget(instance string, ids []string) {
-	if h == nil {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.set(instance, slices.DeleteFunc(slices.Clone(h.m[instance]), func(x msgHead) bool { return slices.Contains(ids, x.doc.ID) }))
-	for _, id := range ids {
-		if _, ok := h.gone[id]; ok {
-			continue
-		}
-		if len(h.goneOrder) >= maxGoneIDs {
-			delete(h.gone, h.goneOrder[0])
-			h.goneOrder = h.goneOrder[1:]
-		}
-		h.gone[id] = struct{}{}
-		h.goneOrder = append(h.goneOrder, id)
-	}
-}
-
-// dropSlots forgets the heads of the instances in slots: their lease went
-// to another replica (or the replica left dispatch), whose turns make them
-// stale. Call it after the slots stopped counting as owned.
-func (h *headIndex) dropSlots(slots wakeup.Set) {
-	if h == nil {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.complete = h.complete.Difference(slots)
-	for inst, hs := range h.m {
-		if slots.Contains(hs[0].doc.DispatchSlot) { // one instance, one slot
-			h.set(inst, nil)
-		}
-	}
-}
+// ItemBytes is the size of the head's encoded work item.
+func (h Head) ItemBytes() int { return len(h.doc.WorkItem) }
 
 // turnRead is the answer of a turn-input query made for one lock attempt
 // that another attempt may use: the query's messages, view and (head
@@ -297,11 +71,10 @@ type turnRead struct {
 // the batch's stale precondition. A lock it cannot turn into a coherent
 // turn (rare: a message that must be dropped, more than a turn takes) is
 // abandoned without counting an attempt, which signals the instance again.
-func (p *Provider) lockFromHeads(ctx context.Context, instance string, c *cachedInst, heads []msgHead, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (item *durable.OrchestrationItem, st lockState, pre *turnRead, staleDoc bool, err error) {
+func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedInst, heads []Head, complete bool, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (item *durable.OrchestrationItem, st lockState, pre *turnRead, staleDoc bool, err error) {
 	const op = "fetch_orchestration_item"
 	decline := func() (*durable.OrchestrationItem, lockState, *turnRead, bool, error) {
-		p.ev.heads.restore(instance, heads, nowMS())
-		return nil, lockState{}, nil, false, nil
+		return nil, lockState{unusedHeads: heads}, nil, false, nil
 	}
 	if len(heads) > maxTurnMessages {
 		return decline()
@@ -347,7 +120,7 @@ func (p *Provider) lockFromHeads(ctx context.Context, instance string, c *cached
 	// or locked message, and the heads hold every message of it the query
 	// would have found but those written after the feed read, which the
 	// next turn takes (as if written after this fetch).
-	bare := c == nil && p.ev.heads.isComplete(instance)
+	bare := c == nil && complete
 	var qerr error
 	var wg sync.WaitGroup
 	if !bare {
@@ -361,7 +134,7 @@ func (p *Provider) lockFromHeads(ctx context.Context, instance string, c *cached
 		if !lostRace(berr) {
 			return nil, st, nil, false, mapErr(op, berr)
 		}
-		p.ev.stats.staleHeads.Add(1)
+		p.st.staleHeads.Add(1)
 		var be *batchError
 		staleDoc = c != nil && errors.As(berr, &be) && be.index == 0
 		if qerr == nil && !staleDoc && !bare {
@@ -369,19 +142,20 @@ func (p *Provider) lockFromHeads(ctx context.Context, instance string, c *cached
 		}
 		return nil, st, pre, staleDoc, nil
 	}
-	p.ev.stats.headLocks.Add(1)
+	p.st.headLocks.Add(1)
 	if bare {
-		p.ev.stats.bareLocks.Add(1)
+		p.st.bareLocks.Add(1)
 	}
 	// From here the lock is ours: a turn, or an abandon.
 	giveUp := func(cause error) (*durable.OrchestrationItem, lockState, *turnRead, bool, error) {
-		if aerr := p.AbandonOrchestrationItem(context.WithoutCancel(ctx), token, 0, true); aerr != nil {
+		w, aerr := p.AbandonOrchestrationItem(context.WithoutCancel(ctx), token, 0, true)
+		if aerr != nil {
 			p.log.Debug("abandoning a lock taken from feed heads failed; it expires", zap.String("instance", instance), zap.Error(aerr))
 		}
 		if cause != nil {
-			return nil, lockState{}, nil, false, mapErr(op, cause)
+			return nil, lockState{wrote: w}, nil, false, mapErr(op, cause)
 		}
-		return nil, lockState{}, nil, false, nil
+		return nil, lockState{wrote: w}, nil, false, nil
 	}
 	if qerr != nil {
 		return giveUp(qerr)
@@ -441,12 +215,11 @@ func (p *Provider) lockFromHeads(ctx context.Context, instance string, c *cached
 			return giveUp(err)
 		}
 		instETag, res.session = res2.etags[0], res2.session
-		p.ev.heads.forget(instance, nd.LockedMsgs)
 		ops = ops2
 	}
 	p.ic.hold(token, nd, instETag, res.session, len(ops[0].body), q.view.kv, true)
 	item = turnItem(instance, token, keep, d, committed, q.view)
-	return item, lockState{heldUntil: until, more: len(drop) > 0}, nil, false, nil
+	return item, lockState{heldUntil: until, more: len(drop) > 0, lockedMsgs: nd.LockedMsgs}, nil, false, nil
 }
 
 // lockOps are the lock batch of a turn of keep: the instance document

@@ -1,4 +1,4 @@
-package provider
+package store
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 // DeleteInstancesAtomic implements durable.ProviderAdmin with the
 // mark/check/purge protocol described in the package documentation.
-func (p *Provider) DeleteInstancesAtomic(ctx context.Context, idsIn []string, force bool) (durable.DeleteInstanceResult, error) {
+func (p *Store) DeleteInstancesAtomic(ctx context.Context, idsIn []string, force bool) (durable.DeleteInstanceResult, error) {
 	const op = "delete_instances_atomic"
 	var res durable.DeleteInstanceResult
 	set := map[string]bool{}
@@ -102,7 +102,7 @@ func (p *Provider) DeleteInstancesAtomic(ctx context.Context, idsIn []string, fo
 }
 
 // dropSessionIfUnused deletes a session no worker-queue item references.
-func (p *Provider) dropSessionIfUnused(ctx context.Context, sid string) error {
+func (p *Store) dropSessionIfUnused(ctx context.Context, sid string) error {
 	type row struct {
 		ID string `json:"id"`
 	}
@@ -115,7 +115,7 @@ func (p *Provider) dropSessionIfUnused(ctx context.Context, sid string) error {
 }
 
 // mark sets the deletion id on an instance document, retrying lost races.
-func (p *Provider) mark(ctx context.Context, id string, d *instanceDoc, deletion string, force bool) error {
+func (p *Store) mark(ctx context.Context, id string, d *instanceDoc, deletion string, force bool) error {
 	const op = "delete_instances_atomic"
 	for attempt := 0; ; attempt++ {
 		var pt azcosmos.PatchOperations
@@ -145,7 +145,7 @@ func (p *Provider) mark(ctx context.Context, id string, d *instanceDoc, deletion
 // unmark removes this deletion's mark (best effort: a leftover mark is
 // finished by the sweep, which is also a valid outcome of a deletion that
 // failed after marking).
-func (p *Provider) unmark(ctx context.Context, ids []string, deletion string) {
+func (p *Store) unmark(ctx context.Context, ids []string, deletion string) {
 	for _, id := range ids {
 		var pt azcosmos.PatchOperations
 		pt.AppendRemove("/deleting")
@@ -159,7 +159,7 @@ func (p *Provider) unmark(ctx context.Context, ids []string, deletion string) {
 
 // purge deletes every document of a marked instance's partition, in
 // batches, the instance document last, and counts what it deleted.
-func (p *Provider) purge(ctx context.Context, instance string, sessions map[string]bool) (durable.DeleteInstanceResult, error) {
+func (p *Store) purge(ctx context.Context, instance string, sessions map[string]bool) (durable.DeleteInstanceResult, error) {
 	var res durable.DeleteInstanceResult
 	type row struct {
 		ID        string `json:"id"`
@@ -238,7 +238,7 @@ func (p *Provider) purge(ctx context.Context, instance string, sessions map[stri
 }
 
 // deleteWhere deletes the documents a single-partition id query returns.
-func (p *Provider) deleteWhere(ctx context.Context, instance, sql string, params ...azcosmos.QueryParameter) (int, error) {
+func (p *Store) deleteWhere(ctx context.Context, instance, sql string, params ...azcosmos.QueryParameter) (int, error) {
 	type row struct {
 		ID string `json:"id"`
 	}
@@ -259,27 +259,13 @@ func (p *Provider) deleteWhere(ctx context.Context, instance, sql string, params
 	return n, nil
 }
 
-// deletionTimeout is how long a mark must be old before the sweep treats
-// its deletion as abandoned and purges on its behalf.
-func (p *Provider) deletionTimeout() int64 {
-	t := 10 * durMS(p.cfg.ReconcileAge)
+// DeletionTimeout is how long (ms) a deletion mark must be old before a
+// repair pass treats its deletion as abandoned and purges on its behalf:
+// ten times the repair age, at least 30 s.
+func (p *Store) DeletionTimeout() int64 {
+	t := 10 * durMS(p.opts.RepairAge)
 	if t < 30_000 {
 		t = 30_000
 	}
 	return t
-}
-
-// sweepDeletions finishes deletions whose caller died after marking.
-func (p *Provider) sweepDeletions(ctx context.Context, _ int64) {
-	cut := nowMS() - p.deletionTimeout()
-	rows, err := queryAll[instanceRow](ctx, p.s, nil,
-		"SELECT c.instanceId FROM c WHERE c.type = 'instance' AND IS_DEFINED(c.deleting) AND c.deletingAt <= @cut", param("@cut", cut))
-	if err != nil {
-		return
-	}
-	for _, r := range rows {
-		if _, err := p.purge(ctx, r.InstanceID, nil); err != nil && ctx.Err() == nil {
-			p.log.Warn("deletion sweep failed", zap.String("instance", r.InstanceID), zap.Error(err))
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package provider
+package store
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // store is a thin layer over the container client: every call is retried
 // per retryPolicy where that is safe, and 404 on reads is "not found", not
 // an error.
-type store struct {
+type client struct {
 	c     *azcosmos.ContainerClient
 	retry retryPolicy
 }
@@ -26,7 +26,7 @@ func etagPtr(s string) *azcore.ETag {
 }
 
 // read point-reads a document into out; found is false on 404.
-func (s *store) read(ctx context.Context, partition, id string, out any) (found bool, err error) {
+func (s *client) read(ctx context.Context, partition, id string, out any) (found bool, err error) {
 	err = s.retry.do(ctx, true, func() error {
 		resp, err := s.c.ReadItem(ctx, pk(partition), id, nil)
 		if err != nil {
@@ -42,7 +42,7 @@ func (s *store) read(ctx context.Context, partition, id string, out any) (found 
 
 // create creates a document; safe says whether a retry after an unknown
 // outcome is harmless (deterministic ids turn a duplicate into 409).
-func (s *store) create(ctx context.Context, partition string, doc any, safe bool) error {
+func (s *client) create(ctx context.Context, partition string, doc any, safe bool) error {
 	b, err := json.Marshal(doc)
 	if err != nil {
 		return err
@@ -55,7 +55,7 @@ func (s *store) create(ctx context.Context, partition string, doc any, safe bool
 
 // replace replaces a document if its ETag still matches; it returns the new
 // ETag. A 412 is returned as is (the caller lost a race).
-func (s *store) replace(ctx context.Context, partition, id string, doc any, ifMatch string) (string, error) {
+func (s *client) replace(ctx context.Context, partition, id string, doc any, ifMatch string) (string, error) {
 	b, err := json.Marshal(doc)
 	if err != nil {
 		return "", err
@@ -74,7 +74,7 @@ func (s *store) replace(ctx context.Context, partition, id string, doc any, ifMa
 
 // patch applies patch operations, conditionally on ifMatch when not empty,
 // and decodes the resulting document into out when out is not nil.
-func (s *store) patch(ctx context.Context, partition, id string, ops azcosmos.PatchOperations, ifMatch string, out any) (string, error) {
+func (s *client) patch(ctx context.Context, partition, id string, ops azcosmos.PatchOperations, ifMatch string, out any) (string, error) {
 	opts := &azcosmos.ItemOptions{EnableContentResponseOnWrite: out != nil}
 	if ifMatch != "" {
 		opts.IfMatchEtag = etagPtr(ifMatch)
@@ -95,7 +95,7 @@ func (s *store) patch(ctx context.Context, partition, id string, ops azcosmos.Pa
 }
 
 // remove deletes a document; a missing document is not an error.
-func (s *store) remove(ctx context.Context, partition, id string) (bool, error) {
+func (s *client) remove(ctx context.Context, partition, id string) (bool, error) {
 	err := s.retry.do(ctx, true, func() error {
 		_, err := s.c.DeleteItem(ctx, pk(partition), id, nil)
 		return err
@@ -108,7 +108,7 @@ func (s *store) remove(ctx context.Context, partition, id string) (bool, error) 
 
 // query runs a query, within one partition when partition is not nil,
 // across partitions otherwise, and hands every result to each.
-func (s *store) query(ctx context.Context, partition *string, sql string, params []azcosmos.QueryParameter, each func(json.RawMessage) error) error {
+func (s *client) query(ctx context.Context, partition *string, sql string, params []azcosmos.QueryParameter, each func(json.RawMessage) error) error {
 	_, err := s.querySession(ctx, partition, "", sql, params, each)
 	return err
 }
@@ -117,7 +117,7 @@ func (s *store) query(ctx context.Context, partition *string, sql string, params
 // on an account with session consistency it reads at least what the write
 // that returned the token left. It returns the session token of the last
 // page.
-func (s *store) querySession(ctx context.Context, partition *string, session, sql string, params []azcosmos.QueryParameter, each func(json.RawMessage) error) (string, error) {
+func (s *client) querySession(ctx context.Context, partition *string, session, sql string, params []azcosmos.QueryParameter, each func(json.RawMessage) error) (string, error) {
 	key := azcosmos.NewPartitionKey()
 	if partition != nil {
 		key = pk(*partition)
@@ -153,7 +153,7 @@ func (s *store) querySession(ctx context.Context, partition *string, session, sq
 }
 
 // queryAll decodes every result of a query into a slice.
-func queryAll[T any](ctx context.Context, s *store, partition *string, sql string, params ...azcosmos.QueryParameter) ([]T, error) {
+func queryAll[T any](ctx context.Context, s *client, partition *string, sql string, params ...azcosmos.QueryParameter) ([]T, error) {
 	var out []T
 	err := s.query(ctx, partition, sql, params, func(raw json.RawMessage) error {
 		var v T
@@ -224,7 +224,7 @@ type batchResult struct {
 // service rejects it, the error is a *batchError naming the first failing
 // operation and its status. safe says whether a retry after an unknown
 // outcome is harmless.
-func (s *store) execBatch(ctx context.Context, partition string, ops []batchOp, safe bool) (batchResult, error) {
+func (s *client) execBatch(ctx context.Context, partition string, ops []batchOp, safe bool) (batchResult, error) {
 	if len(ops) == 0 {
 		return batchResult{}, nil
 	}

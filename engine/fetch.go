@@ -1,14 +1,12 @@
-package provider
+package engine
 
 import (
 	"context"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
-	"github.com/google/uuid"
-
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/slots"
+	"github.com/durafeed/durafeed/store"
 	"github.com/durafeed/durafeed/wakeup"
 )
 
@@ -21,18 +19,18 @@ func cancelled(op string, ctx context.Context) error {
 	return durable.Retryable(op, ctx.Err(), "cancelled")
 }
 
-// fetchOrchEvent is FetchOrchestrationItem in event-driven mode: it joins
-// the replica (first call), then waits on the orchestration hub until a
-// wakeup leads to a locked instance or pollTimeout passes.
-func (p *Provider) fetchOrchEvent(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, error) {
+// FetchOrchestrationItem implements durable.Provider's fetch for the
+// event-driven mode: it joins the replica (first call), then waits on the
+// orchestration hub until a wakeup leads to a locked instance or
+// pollTimeout passes.
+func (e *Engine) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, error) {
 	const op = "fetch_orchestration_item"
-	e := p.ev
 	e.orchInFlight.Add(1)
 	defer func() {
-		e.lastOrchFetch.Store(time.Now().UnixMilli())
+		e.lastOrchFetch.Store(e.clk.Now().UnixMilli())
 		e.orchInFlight.Add(-1)
 	}()
-	deadline := time.Now().Add(pollTimeout)
+	deadline := e.clk.Now().Add(pollTimeout)
 	if s := e.join(); s != nil {
 		s.awaitReady(ctx)
 	}
@@ -51,7 +49,7 @@ func (p *Provider) fetchOrchEvent(ctx context.Context, lockTimeout, pollTimeout 
 			}
 			continue
 		}
-		left := time.Until(deadline)
+		left := deadline.Sub(e.clk.Now())
 		if left <= 0 {
 			if late++; late > maxIdleTakes {
 				return nil, nil
@@ -70,7 +68,7 @@ func (p *Provider) fetchOrchEvent(ctx context.Context, lockTimeout, pollTimeout 
 				e.orch.Requeue(w)
 				return nil, cancelled(op, ctx)
 			}
-			if durable.IsRetryable(err) && isLostRace(err) {
+			if durable.IsRetryable(err) && store.LostRace(err) {
 				// Another fetch changed the instance or its messages
 				// between our read and our lock: most likely it locked
 				// them, but its turn need not hold the message this
@@ -78,11 +76,11 @@ func (p *Provider) fetchOrchEvent(ctx context.Context, lockTimeout, pollTimeout 
 				// fetch's query). Look again at once: the instance is
 				// then found locked (and retried at its release or
 				// expiry) or free.
-				e.orch.Signal(w.Slot, orchKey(w.Instance[1:]), time.Now())
+				e.orch.Signal(w.Slot, orchKey(w.Instance[1:]), e.clk.Now())
 				continue
 			}
 			// A failure: look again shortly.
-			e.orch.SignalAt(w.Slot, w.Instance, time.Now().Add(time.Second))
+			e.orch.SignalAt(w.Slot, w.Instance, e.clk.Now().Add(time.Second))
 			return nil, err
 		}
 		if item != nil {
@@ -92,11 +90,8 @@ func (p *Provider) fetchOrchEvent(ctx context.Context, lockTimeout, pollTimeout 
 	}
 }
 
-// isLostRace reports an error from a conditional write another writer won.
-func isLostRace(err error) bool { return lostRace(err) }
-
 // orchWakeup acts on one orchestration wakeup.
-func (e *engine) orchWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, error) {
+func (e *Engine) orchWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, error) {
 	if w.Kind == wakeup.Scan {
 		return nil, e.scanOrch(ctx, w.Slot)
 	}
@@ -116,19 +111,19 @@ func (e *engine) orchWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 			return nil, nil
 		}
 	}
-	item, st, err := e.p.lockInstanceEx(ctx, instance, lockTimeout, filter)
-	if err != nil || item != nil {
-		return item, err
+	r, err := e.lockInstance(ctx, instance, lockTimeout, filter)
+	if err != nil || r.Item != nil {
+		return r.Item, err
 	}
 	switch {
-	case st.lockedUntil > 0:
-		e.foundLocked(w.Slot, instance, st.lockedUntil)
-	case st.refused != "":
+	case r.LockedUntil > 0:
+		e.foundLocked(w.Slot, instance, r.LockedUntil)
+	case r.Refused != "":
 		// Pinned to a version this dispatcher cannot run: kept aside for a
 		// fetch whose filter accepts it.
 		e.mu.Lock()
 		if len(e.refused) < 100_000 {
-			e.refused[instance] = refusedOI{slot: w.Slot, version: st.refused, at: nowMS()}
+			e.refused[instance] = refusedOI{slot: w.Slot, version: r.Refused, at: e.now()}
 		}
 		e.mu.Unlock()
 		if e.isOwned(w.Slot) {
@@ -138,9 +133,34 @@ func (e *engine) orchWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 	return nil, nil
 }
 
+// lockInstance locks one instance's turn through the store, with the
+// heads the feed delivered for it, and follows what the store did: heads
+// of the messages it locked are forgotten (only after the lock batch, so
+// an older feed page cannot bring them back), heads it did not use are
+// kept, what an abandoned attempt or a recovered publication wrote is
+// signalled, and a lock taken is signalled (its expiry) before the item
+// returns.
+func (e *Engine) lockInstance(ctx context.Context, instance string, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (store.LockResult, error) {
+	req := store.LockRequest{Instance: instance, LockTimeout: lockTimeout, Filter: filter}
+	if heads := e.heads.take(instance, e.now()); len(heads) > 0 {
+		req.Heads, req.HeadsComplete = heads, e.heads.isComplete(instance)
+	}
+	r, err := e.s.LockInstance(ctx, req)
+	e.heads.forget(instance, r.LockedMsgs)
+	e.heads.restore(instance, r.UnusedHeads, e.now())
+	e.Wrote(r.Wrote)
+	if r.Published != nil {
+		e.Committed(ctx, *r.Published)
+	}
+	if r.Item != nil {
+		e.lockedOrch(instance, r.HeldUntil, r.More)
+	}
+	return r, err
+}
+
 // takeRefused returns a refused orchestration wakeup this fetch's filter
 // accepts.
-func (e *engine) takeRefused(filter *durable.DispatcherCapabilityFilter) (wakeup.Wakeup, bool) {
+func (e *Engine) takeRefused(filter *durable.DispatcherCapabilityFilter) (wakeup.Wakeup, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(e.refused) == 0 {
@@ -152,21 +172,18 @@ func (e *engine) takeRefused(filter *durable.DispatcherCapabilityFilter) (wakeup
 			continue
 		}
 		delete(e.refused, inst)
-		return wakeup.Wakeup{Kind: wakeup.Instance, Slot: r.slot, Instance: orchKey(inst), VisibleAt: time.Now()}, true
+		return wakeup.Wakeup{Kind: wakeup.Instance, Slot: r.slot, Instance: orchKey(inst), VisibleAt: e.clk.Now()}, true
 	}
 	return wakeup.Wakeup{}, false
 }
 
 // scanOrch runs the candidate query for one slot and signals what it finds
 // (future work and lock expiries included).
-func (e *engine) scanOrch(ctx context.Context, slot int) error {
-	rows, err := queryAll[queueHead](ctx, e.p.s, nil,
-		"SELECT c.id, c.instanceId, c.type, c.dispatchSlot, c.visibleAt, c.lockedUntil, c.enqueuedAt FROM c WHERE c.type = 'orch_queue' AND c.dispatchSlot = @s",
-		param("@s", slot))
+func (e *Engine) scanOrch(ctx context.Context, slot int) error {
+	rows, err := e.s.QueueHeads(ctx, store.HeadQuery{Blocks: []slots.Block{{First: slot, Last: slot}}, Orchestrator: true})
 	if err != nil {
-		return mapErr("fetch_orchestration_item", err)
+		return err
 	}
-	byEnqueued(rows, func(r *queueHead) int64 { return r.EnqueuedAt })
 	for i, r := range rows {
 		if i >= orchSlotBound/2 {
 			break
@@ -176,22 +193,24 @@ func (e *engine) scanOrch(ctx context.Context, slot int) error {
 	return nil
 }
 
-// fetchWorkEvent is FetchWorkItem in event-driven mode. A replica that has
-// joined waits on its worker hub (owned slots, plus slots other replicas
+// FetchWorkItem implements durable.Provider's fetch for the event-driven
+// mode. A replica that has joined waits on its worker hub (owned slots, plus slots other replicas
 // hint at); one that has not (it never fetched an orchestration: a client,
 // or a worker-only node) polls the worker queue across all slots, once at
 // the start and then at most once a second, until pollTimeout.
-func (p *Provider) fetchWorkEvent(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter) (*durable.LockedWorkItem, error) {
+func (e *Engine) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter) (*durable.LockedWorkItem, error) {
 	const op = "fetch_work_item"
-	e := p.ev
-	deadline := time.Now().Add(pollTimeout)
+	if tags.Mode() == durable.TagsNone {
+		return nil, nil
+	}
+	deadline := e.clk.Now().Add(pollTimeout)
 	if joined := e.joined(); !e.isJoined() {
 		for {
-			item, err := p.fetchWorkPolling(ctx, lockTimeout, session, tags, slots.Block{First: 0, Last: slots.Count - 1})
+			item, err := e.s.LockWorkIn(ctx, slots.Block{First: 0, Last: slots.Count - 1}, lockTimeout, session, tags)
 			if err != nil || item != nil {
 				return item, err
 			}
-			left := time.Until(deadline)
+			left := deadline.Sub(e.clk.Now())
 			if left <= 0 {
 				return nil, nil
 			}
@@ -236,7 +255,7 @@ func (p *Provider) fetchWorkEvent(ctx context.Context, lockTimeout, pollTimeout 
 			}
 			continue
 		}
-		left := time.Until(deadline)
+		left := deadline.Sub(e.clk.Now())
 		if left <= 0 {
 			if late++; late > maxIdleTakes {
 				return nil, nil
@@ -244,7 +263,7 @@ func (p *Provider) fetchWorkEvent(ctx context.Context, lockTimeout, pollTimeout 
 		}
 		e.rescanHinted()
 		w, ok := e.work.Wait(ctx, allSlots, min(left, 250*time.Millisecond))
-		if !ok && ctx.Err() == nil && time.Until(deadline) > 0 {
+		if !ok && ctx.Err() == nil && deadline.Sub(e.clk.Now()) > 0 {
 			continue // re-check the hinted slots now and then
 		}
 		if !ok {
@@ -259,7 +278,7 @@ func (p *Provider) fetchWorkEvent(ctx context.Context, lockTimeout, pollTimeout 
 				e.work.Requeue(w)
 				return nil, cancelled(op, ctx)
 			}
-			e.work.SignalAt(w.Slot, w.Instance, time.Now().Add(time.Second))
+			e.work.SignalAt(w.Slot, w.Instance, e.clk.Now().Add(time.Second))
 			return nil, err
 		}
 		if item != nil {
@@ -268,7 +287,7 @@ func (p *Provider) fetchWorkEvent(ctx context.Context, lockTimeout, pollTimeout 
 	}
 }
 
-func (e *engine) countWork(item *durable.LockedWorkItem, err error) (*durable.LockedWorkItem, error) {
+func (e *Engine) countWork(item *durable.LockedWorkItem, err error) (*durable.LockedWorkItem, error) {
 	if item != nil {
 		e.stats.workFetched.Add(1)
 	}
@@ -276,7 +295,7 @@ func (e *engine) countWork(item *durable.LockedWorkItem, err error) (*durable.Lo
 }
 
 // takeParked returns a parked wakeup this fetch can use.
-func (e *engine) takeParked(tags durable.TagFilter, session *durable.SessionFetchConfig) (wakeup.Wakeup, bool) {
+func (e *Engine) takeParked(tags durable.TagFilter, session *durable.SessionFetchConfig) (wakeup.Wakeup, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(e.parked) == 0 {
@@ -287,7 +306,7 @@ func (e *engine) takeParked(tags durable.TagFilter, session *durable.SessionFetc
 			continue
 		}
 		delete(e.parked, k)
-		return wakeup.Wakeup{Kind: wakeup.Instance, Slot: pw.slot, Instance: pw.key, VisibleAt: time.Now()}, true
+		return wakeup.Wakeup{Kind: wakeup.Instance, Slot: pw.slot, Instance: pw.key, VisibleAt: e.clk.Now()}, true
 	}
 	return wakeup.Wakeup{}, false
 }
@@ -295,8 +314,7 @@ func (e *engine) takeParked(tags durable.TagFilter, session *durable.SessionFetc
 // workWakeup acts on one worker wakeup: a Scan runs the worker candidate
 // query for the slot and signals each candidate; an item wakeup reads the
 // document and locks it if this fetch may take it.
-func (e *engine) workWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter) (*durable.LockedWorkItem, error) {
-	const op = "fetch_work_item"
+func (e *Engine) workWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter) (*durable.LockedWorkItem, error) {
 	if w.Kind == wakeup.Scan {
 		if !e.isOwned(w.Slot) {
 			e.stats.hintScans.Add(1)
@@ -316,20 +334,15 @@ func (e *engine) workWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 	if released && w.VisibleAt.UnixMilli() <= rel {
 		return nil, nil // the expiry of a lock we released: the item is gone
 	}
-	var q queueDoc
-	found, err := e.p.s.read(ctx, instance, id, &q)
-	if err != nil {
-		return nil, mapErr(op, err)
+	q, err := e.s.ReadWork(ctx, instance, id)
+	if err != nil || q == nil {
+		return nil, err
 	}
-	if !found || q.Type != typeWorkQueue {
-		return nil, nil
-	}
-	now := nowMS()
+	now := e.now()
 	if q.LockedUntil > now || q.VisibleAt > now {
 		// Not takeable yet: the slot's owner follows it (its feed shows
 		// every change); a helper lets it go.
-		e.signalQueue(queueHead{ID: q.ID, InstanceID: q.InstanceID, Type: q.Type, DispatchSlot: q.DispatchSlot,
-			VisibleAt: q.VisibleAt, LockedUntil: q.LockedUntil}, false)
+		e.signalQueue(q.QueueHead, false)
 		return nil, nil
 	}
 	if (q.SessionID != "" && session == nil) || !tags.Matches(q.Tag) {
@@ -342,9 +355,9 @@ func (e *engine) workWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 		return nil, nil
 	}
 	if q.SessionID != "" {
-		owned, err := e.p.claimSession(ctx, q.SessionID, session)
+		owned, err := e.s.ClaimSession(ctx, q.SessionID, session)
 		if err != nil {
-			return nil, mapErr(op, err)
+			return nil, err
 		}
 		if !owned {
 			// Another worker node owns the session, most likely on
@@ -361,35 +374,11 @@ func (e *engine) workWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 			return nil, nil
 		}
 	}
-	return e.p.lockWorkDoc(ctx, q, lockTimeout)
-}
-
-// lockWorkDoc locks a worker document read as q (If-Match its ETag).
-// It returns nil, nil when another fetch won the race.
-func (p *Provider) lockWorkDoc(ctx context.Context, q queueDoc, lockTimeout time.Duration) (*durable.LockedWorkItem, error) {
-	const op = "fetch_work_item"
-	nonce := uuid.NewString()
-	token := makeToken(tokenWork, nonce, q.InstanceID, q.ID)
-	until := nowMS() + durMS(lockTimeout)
-	var pt azcosmos.PatchOperations
-	pt.AppendSet("/lockToken", token)
-	pt.AppendSet("/lockedUntil", until)
-	pt.AppendIncrement("/attemptCount", 1)
-	var locked queueDoc
-	if _, err := p.s.patch(ctx, q.InstanceID, q.ID, pt, q.ETag, &locked); err != nil {
-		if lostRace(err) {
-			return nil, nil
-		}
-		return nil, mapErr(op, err)
+	item, until, err := e.s.LockWork(ctx, q, lockTimeout)
+	if item != nil && e.isJoined() && e.isOwned(q.DispatchSlot) {
+		e.work.SignalAt(q.DispatchSlot, workKey(q.InstanceID, q.ID), msTime(until))
 	}
-	item, err := durable.UnmarshalWorkItem([]byte(locked.WorkItem))
-	if err != nil {
-		return nil, durable.Permanent(op, err, "stored work item of %q cannot be decoded", q.InstanceID)
-	}
-	if p.ev != nil && p.ev.isJoined() && p.ev.isOwned(q.DispatchSlot) {
-		p.ev.work.SignalAt(q.DispatchSlot, workKey(q.InstanceID, q.ID), msTime(until))
-	}
-	return &durable.LockedWorkItem{Item: item, LockToken: token, AttemptCount: locked.AttemptCount}, nil
+	return item, err
 }
 
 // scanWork runs the worker query for one slot and signals what it finds.
@@ -399,25 +388,15 @@ func (p *Provider) lockWorkDoc(ctx context.Context, q queueDoc, lockTimeout time
 // document of the slot and signals each at its time. On a slot followed
 // for another replica's backlog hint only items this fetch may take now
 // matter: the owner tracks the rest.
-func (e *engine) scanWork(ctx context.Context, slot int, session *durable.SessionFetchConfig, tags durable.TagFilter) error {
-	owned := e.isOwned(slot)
-	sql := "SELECT c.id, c.instanceId, c.type, c.dispatchSlot, c.visibleAt, c.lockedUntil, c.enqueuedAt FROM c WHERE c.type = 'worker_queue' AND c.dispatchSlot = @s"
-	params := []azcosmos.QueryParameter{param("@s", slot)}
-	if !owned {
-		sql += " AND c.visibleAt <= @now AND c.lockedUntil <= @now"
-		params = append(params, param("@now", nowMS()))
-		tc, tp := tagClause(tags)
-		sql += tc
-		params = append(params, tp...)
-		if session == nil {
-			sql += " AND c.sessionId = ''"
-		}
+func (e *Engine) scanWork(ctx context.Context, slot int, session *durable.SessionFetchConfig, tags durable.TagFilter) error {
+	q := store.HeadQuery{Blocks: []slots.Block{{First: slot, Last: slot}}, Worker: true}
+	if !e.isOwned(slot) {
+		q.DueOnly, q.Tags, q.NoSessions = true, tags, session == nil
 	}
-	rows, err := queryAll[queueHead](ctx, e.p.s, nil, sql, params...)
+	rows, err := e.s.QueueHeads(ctx, q)
 	if err != nil {
-		return mapErr("fetch_work_item", err)
+		return err
 	}
-	byEnqueued(rows, func(r *queueHead) int64 { return r.EnqueuedAt })
 	for i, r := range rows {
 		if i >= workSlotBound/2 {
 			break

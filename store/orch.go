@@ -1,4 +1,4 @@
-package provider
+package store
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/outbox"
 	"github.com/durafeed/durafeed/slots"
 )
 
@@ -24,44 +25,6 @@ const maxLockAttempts = 8
 // cap stay queued for the next turn, oldest first.
 const maxTurnMessages = maxBatchOps - 1
 
-// FetchOrchestrationItem implements durable.Provider. Polling mode: it
-// scans the slots of one share for visible, unlocked messages, tries the
-// instances of the oldest ones, and returns nil at once when none can be
-// locked (pollTimeout is not waited; ctx is honoured).
-func (p *Provider) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, error) {
-	const op = "fetch_orchestration_item"
-	if p.ev != nil {
-		return p.fetchOrchEvent(ctx, lockTimeout, pollTimeout, filter)
-	}
-	sh, release, err := p.orch.acquire(ctx)
-	if err != nil {
-		return nil, durable.Retryable(op, err, "cancelled")
-	}
-	defer release()
-	cands, err := p.findOrchCandidates(ctx, sh)
-	if err != nil {
-		return nil, mapErr(op, err)
-	}
-	tries := 0
-	for _, inst := range cands {
-		if tries >= maxLockAttempts {
-			break
-		}
-		tries++
-		item, err := p.lockInstance(ctx, inst, lockTimeout, filter)
-		if err != nil {
-			if durable.IsRetryable(err) && ctx.Err() == nil {
-				continue // a lost race on this instance: try the next one
-			}
-			return nil, err
-		}
-		if item != nil {
-			return item, nil
-		}
-	}
-	return nil, nil
-}
-
 // slotClause restricts a query to a share's slots (nothing for all slots).
 func slotClause(sh slots.Block) (string, []azcosmos.QueryParameter) {
 	if sh.All() {
@@ -70,10 +33,10 @@ func slotClause(sh slots.Block) (string, []azcosmos.QueryParameter) {
 	return " AND c.dispatchSlot >= @lo AND c.dispatchSlot <= @hi", []azcosmos.QueryParameter{param("@lo", sh.First), param("@hi", sh.Last)}
 }
 
-// findOrchCandidates returns the instances with visible, unlocked
+// OrchCandidates returns the instances with visible, unlocked
 // orchestrator messages in the share, oldest message first. The query is
 // cross-partition, so it has no ORDER BY: sorting is client-side.
-func (p *Provider) findOrchCandidates(ctx context.Context, sh slots.Block) ([]string, error) {
+func (p *Store) OrchCandidates(ctx context.Context, sh slots.Block) ([]string, error) {
 	now := nowMS()
 	clause, params := slotClause(sh)
 	params = append(params, param("@now", now))
@@ -85,7 +48,7 @@ func (p *Provider) findOrchCandidates(ctx context.Context, sh slots.Block) ([]st
 		"SELECT c.instanceId, c.enqueuedAt FROM c WHERE c.type = 'orch_queue' AND c.visibleAt <= @now AND c.lockedUntil <= @now"+clause,
 		params...)
 	if err != nil {
-		return nil, err
+		return nil, mapErr("fetch_orchestration_item", err)
 	}
 	oldest := map[string]int64{}
 	for _, r := range rows {
@@ -112,15 +75,6 @@ type lockedMessage struct {
 	item durable.WorkItem
 }
 
-// lockInstance tries to lock one instance and build its turn. It returns
-// nil, nil when the instance has nothing to do, is locked, being deleted,
-// or pinned to a version the filter refuses; a retryable error when it lost
-// a race. It is the entry point the event-driven mode calls on a wakeup.
-func (p *Provider) lockInstance(ctx context.Context, instance string, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, error) {
-	item, _, err := p.lockInstanceEx(ctx, instance, lockTimeout, filter)
-	return item, err
-}
-
 // lockState says why lockInstanceEx returned no item.
 type lockState struct {
 	// lockedUntil is set when the instance was found locked by someone
@@ -134,15 +88,76 @@ type lockState struct {
 	// more is set when messages were left queued behind the turn (more
 	// than a turn takes): they need a wakeup once the lock is released.
 	more bool
+	// lockedMsgs are the messages locked, unusedHeads the heads no batch
+	// used, published the intents a recovered publication released, wrote
+	// what an abandoned attempt wrote.
+	wrote       Write
+	lockedMsgs  []string
+	unusedHeads []Head
+	published   []outbox.Intent
 }
 
-// lockInstanceEx is lockInstance, also telling why nothing was locked.
-func (p *Provider) lockInstanceEx(ctx context.Context, instance string, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, lockState, error) {
-	item, st, err := p.lockInstanceBody(ctx, instance, lockTimeout, filter)
-	if item != nil && p.ev != nil {
-		p.ev.lockedOrch(instance, st.heldUntil, st.more)
+// LockRequest asks LockInstance for one instance's turn.
+type LockRequest struct {
+	Instance    string
+	LockTimeout time.Duration
+	// Filter, when not nil, refuses an instance pinned to a version it
+	// does not accept (before any history is read).
+	Filter *durable.DispatcherCapabilityFilter
+	// SeedsOrder reads the instance document before the turn-input query,
+	// the seeds' order (the polling mode's baseline), instead of one query
+	// that also returns it.
+	SeedsOrder bool
+	// Heads are the instance's waiting messages as the change feed
+	// delivered them, oldest first: the lock batch is sent at once, with
+	// the query, instead of after it. HeadsComplete says that every
+	// message of the instance written before the feed read that delivered
+	// the newest head is among them (so a new instance needs no query).
+	Heads         []Head
+	HeadsComplete bool
+}
+
+// LockResult is what LockInstance did.
+type LockResult struct {
+	// Item is the locked turn, or nil when nothing was locked.
+	Item *durable.OrchestrationItem
+	// HeldUntil is Item's lock expiry (ms), and More says that messages
+	// were left queued behind the turn (they need a wakeup once the lock
+	// is released).
+	HeldUntil int64
+	More      bool
+	// LockedMsgs are the messages the lock took: feed heads of theirs are
+	// stale from now on.
+	LockedMsgs []string
+	// LockedUntil is set when nothing was locked because another lock
+	// holds the instance until then (ms).
+	LockedUntil int64
+	// Refused is the instance's pinned version when Filter refused it.
+	Refused string
+	// UnusedHeads are heads of the request that no batch used: still
+	// valid hints for a later lock.
+	UnusedHeads []Head
+	// Wrote is what an attempt that took the lock and gave it up again
+	// wrote (the release, the messages visible again).
+	Wrote Write
+	// Published is set when the lock first finished a large turn an
+	// earlier ack had committed: its intents are now visible and need
+	// delivering.
+	Published *Commit
+}
+
+// LockInstance locks one instance's turn. It returns no item when the
+// instance has nothing to do, is locked, being deleted, or pinned to a
+// version the filter refuses (the result says which), and a retryable
+// error when another writer won a race for it.
+func (p *Store) LockInstance(ctx context.Context, req LockRequest) (LockResult, error) {
+	item, st, err := p.lockInstanceBody(ctx, req)
+	r := LockResult{Item: item, HeldUntil: st.heldUntil, More: st.more, LockedMsgs: st.lockedMsgs,
+		LockedUntil: st.lockedUntil, Refused: st.refused, UnusedHeads: st.unusedHeads, Wrote: st.wrote}
+	if len(st.published) > 0 {
+		r.Published = &Commit{Source: req.Instance, Intents: st.published}
 	}
-	return item, st, err
+	return r, err
 }
 
 // lockInstanceBody reads what a turn needs and locks it. It reads in one
@@ -167,47 +182,52 @@ func (p *Provider) lockInstanceEx(ctx context.Context, instance string, lockTime
 // waiting messages (heads), the lock batch does not wait for the query:
 // lockFromHeads sends both at once, and whatever it cannot use (a stale
 // head or document) falls back to the ways above, reusing its query.
-func (p *Provider) lockInstanceBody(ctx context.Context, instance string, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, lockState, error) {
+func (p *Store) lockInstanceBody(ctx context.Context, req LockRequest) (*durable.OrchestrationItem, lockState, error) {
+	instance, lockTimeout, filter := req.Instance, req.LockTimeout, req.Filter
 	var c *cachedInst
 	if e, ok := p.ic.take(instance); ok {
 		c = &e
 	}
 	var pre *turnRead
-	if p.ev != nil {
-		if heads := p.ev.heads.take(instance, nowMS()); len(heads) > 0 {
-			item, st, q, staleDoc, err := p.lockFromHeads(ctx, instance, c, heads, lockTimeout, filter)
-			if item != nil || err != nil {
-				return item, st, err
-			}
-			if staleDoc {
-				p.ev.stats.staleCache.Add(1)
-				c = nil
-			}
-			pre = q
+	var unused []Head
+	if len(req.Heads) > 0 {
+		item, st, q, staleDoc, err := p.lockFromHeads(ctx, instance, c, req.Heads, req.HeadsComplete, lockTimeout, filter)
+		if item != nil || err != nil {
+			return item, st, err
 		}
+		if staleDoc {
+			p.st.staleCache.Add(1)
+			c = nil
+		}
+		pre, unused = q, st.unusedHeads
 	}
 	if c != nil {
-		item, st, err := p.lockTurn(ctx, instance, c, pre, lockTimeout, filter)
+		item, st, err := p.lockTurn(ctx, instance, c, pre, req.SeedsOrder, lockTimeout, filter)
 		if item == nil && err == nil {
 			// Nothing locked, so the document is unchanged (a batch that
 			// only dropped undecodable messages leaves it as it was).
 			p.ic.restore(instance, *c)
 		}
 		if err == nil || !lostRace(err) {
+			st.unusedHeads = unused
 			return item, st, err
 		}
-		p.ev.stats.staleCache.Add(1)
+		p.st.staleCache.Add(1)
 		pre = nil
 	}
-	return p.lockTurn(ctx, instance, nil, pre, lockTimeout, filter)
+	item, st, err := p.lockTurn(ctx, instance, nil, pre, req.SeedsOrder, lockTimeout, filter)
+	st.unusedHeads = unused
+	return item, st, err
 }
 
 // lockTurn is one attempt of lockInstanceBody, from the remembered
 // document c when not nil, using the query answer pre when it fits (made
 // for the same document: the head query without c, the turn-input query
 // of c's execution with it).
-func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst, pre *turnRead, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, lockState, error) {
+func (p *Store) lockTurn(ctx context.Context, instance string, c *cachedInst, pre *turnRead, seedsOrder bool, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (_ *durable.OrchestrationItem, st lockState, _ error) {
 	const op = "fetch_orchestration_item"
+	var published []outbox.Intent
+	defer func() { st.published = published }()
 	var none lockState
 	var (
 		d       *instanceDoc
@@ -227,7 +247,7 @@ func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst,
 	case pre != nil && pre.head:
 		msgs, view, d, session = pre.msgs, pre.view, pre.d, pre.session
 		head, pre = true, nil
-	case p.ev != nil:
+	case !seedsOrder:
 		msgs, view, d, session, err = p.readTurnHead(ctx, instance, now)
 		head = true
 	default:
@@ -245,7 +265,7 @@ func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst,
 		}
 		// Finish what an earlier large turn left behind before anything else.
 		if d.Publish != nil || d.Staging != "" {
-			if d, err = p.recoverTurn(ctx, d); err != nil {
+			if d, published, err = p.recoverTurn(ctx, d); err != nil {
 				return nil, none, mapErr(op, err)
 			}
 			if d == nil || d.Deleting != "" {
@@ -337,17 +357,14 @@ func (p *Provider) lockTurn(ctx context.Context, instance string, c *cachedInst,
 		return nil, none, mapErr(op, err)
 	}
 	p.ic.hold(token, nd, res.etags[0], res.session, len(ops[0].body), view.kv, true)
-	if p.ev != nil {
-		p.ev.heads.forget(instance, nd.LockedMsgs)
-	}
 	item := turnItem(instance, token, keep, d, committed, view)
-	return item, lockState{heldUntil: until, more: more || len(drop) > 0}, nil
+	return item, lockState{heldUntil: until, more: more || len(drop) > 0, lockedMsgs: nd.LockedMsgs}, nil
 }
 
 // decodeMessages decodes msgs (work items) into keep, skipping the ids in
 // skip; an undecodable message is logged and its id goes to drop.
 // hasStart reports a StartOrchestration among keep.
-func (p *Provider) decodeMessages(instance string, msgs []lockedMessage, skip []string) (keep []lockedMessage, drop []string, hasStart bool) {
+func (p *Store) decodeMessages(instance string, msgs []lockedMessage, skip []string) (keep []lockedMessage, drop []string, hasStart bool) {
 	for _, m := range msgs {
 		if slices.Contains(skip, m.doc.ID) {
 			continue
@@ -390,7 +407,7 @@ func lostRace(err error) bool {
 // execution's committed history and the KV store.
 // The query carries session (when not empty): the token of the write or
 // read the caller's instance document came from.
-func (p *Provider) readTurnInputs(ctx context.Context, instance string, exec uint64, now int64, session string) ([]lockedMessage, partitionView, error) {
+func (p *Store) readTurnInputs(ctx context.Context, instance string, exec uint64, now int64, session string) ([]lockedMessage, partitionView, error) {
 	msgs, v, _, _, err := p.queryTurn(ctx, instance, exec, false, now, session)
 	return msgs, v, err
 }
@@ -400,13 +417,13 @@ func (p *Provider) readTurnInputs(ctx context.Context, instance string, exec uin
 // query's session token. The KV store is consistent with the document
 // only when the instance has no committed turn (then nothing writes KV
 // entries; see lockTurn).
-func (p *Provider) readTurnHead(ctx context.Context, instance string, now int64) ([]lockedMessage, partitionView, *instanceDoc, string, error) {
+func (p *Store) readTurnHead(ctx context.Context, instance string, now int64) ([]lockedMessage, partitionView, *instanceDoc, string, error) {
 	return p.queryTurn(ctx, instance, 0, true, now, "")
 }
 
 // queryTurn is the single-partition query behind readTurnInputs and
 // readTurnHead.
-func (p *Provider) queryTurn(ctx context.Context, instance string, exec uint64, withInstance bool, now int64, session string) ([]lockedMessage, partitionView, *instanceDoc, string, error) {
+func (p *Store) queryTurn(ctx context.Context, instance string, exec uint64, withInstance bool, now int64, session string) ([]lockedMessage, partitionView, *instanceDoc, string, error) {
 	var msgs []lockedMessage
 	var v partitionView
 	var d *instanceDoc
@@ -460,7 +477,7 @@ func (p *Provider) queryTurn(ctx context.Context, instance string, exec uint64, 
 // With useHeld it takes the document the lock batch wrote, when this
 // process remembers it (instCache), instead of reading it; held is then
 // that entry, and a write from it must be conditional on its ETag.
-func (p *Provider) heldLock(ctx context.Context, op, token string, live, useHeld bool) (d *instanceDoc, t parsedToken, held *cachedInst, err error) {
+func (p *Store) heldLock(ctx context.Context, op, token string, live, useHeld bool) (d *instanceDoc, t parsedToken, held *cachedInst, err error) {
 	t, ok := parseToken(token)
 	if !ok || t.kind != tokenOrch {
 		return nil, t, nil, durable.Permanent(op, nil, "unknown lock token")
@@ -479,13 +496,14 @@ func (p *Provider) heldLock(ctx context.Context, op, token string, live, useHeld
 	return d, t, held, nil
 }
 
-// AbandonOrchestrationItem implements durable.Provider.
-func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
+// AbandonOrchestrationItem is durable.Provider's AbandonOrchestrationItem;
+// it returns the lock released and the messages made visible again.
+func (p *Store) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) (Write, error) {
 	const op = "abandon_orchestration_item"
 	defer p.ic.release(lockToken)
 	d, t, _, err := p.heldLock(ctx, op, lockToken, false, false)
 	if err != nil {
-		return err
+		return Write{}, err
 	}
 	now := nowMS()
 	if delay < 0 {
@@ -510,25 +528,23 @@ func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken strin
 	res, err := p.s.execBatch(ctx, t.instance, ops, false)
 	if err != nil {
 		if lostRace(err) {
-			return durable.Permanent(op, err, "lock on instance %q was lost", t.instance)
+			return Write{}, durable.Permanent(op, err, "lock on instance %q was lost", t.instance)
 		}
-		return mapErr(op, err)
+		return Write{}, mapErr(op, err)
 	}
 	if !d.Pending {
 		p.ic.put(t.instance, nd, res.etags[0], res.session, len(ops[0].body))
 	}
-	if p.ev != nil && p.ev.isJoined() {
-		p.ev.unlockedOrch(t.instance, d.LockedUntil)
-		if len(d.LockedMsgs) > 0 {
-			p.noteQueueDocs(queueDoc{InstanceID: t.instance, Type: typeOrchQueue, DispatchSlot: slots.Of(t.instance), VisibleAt: now + durMS(delay)})
-		}
+	w := Write{Released: []Release{{Instance: t.instance, LockedUntil: d.LockedUntil}}}
+	if len(d.LockedMsgs) > 0 {
+		w.Visible = []QueueHead{{InstanceID: t.instance, Type: typeOrchQueue, DispatchSlot: slots.Of(t.instance), VisibleAt: now + durMS(delay)}}
 	}
-	return nil
+	return w, nil
 }
 
 // RenewOrchestrationItemLock implements durable.Provider: the instance
 // lock and the turn's message locks are extended in one batch.
-func (p *Provider) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
+func (p *Store) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
 	const op = "renew_orchestration_item_lock"
 	d, t, _, err := p.heldLock(ctx, op, lockToken, true, false)
 	if err != nil {

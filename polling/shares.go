@@ -1,4 +1,4 @@
-package provider
+package polling
 
 import (
 	"context"
@@ -6,14 +6,6 @@ import (
 
 	"github.com/durafeed/durafeed/slots"
 )
-
-// slotSource decides which slots a fetch scans. The polling mode hands out
-// local shares; the event-driven mode will hand out slot blocks leased
-// across replicas and report wakeups through the same seam.
-type slotSource interface {
-	// acquire checks out a block of slots for one fetch; release returns it.
-	acquire(ctx context.Context) (slots.Block, func(), error)
-}
 
 // localShares splits the slots into fixed shares and lends each in-flight
 // fetch the free share polled least recently. With more concurrent fetches

@@ -1,4 +1,4 @@
-package provider
+package store
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/durable/history"
-	"github.com/durafeed/durafeed/slots"
+	"github.com/durafeed/durafeed/outbox"
 )
 
 // turnPlan is an ack turned into documents, before it is split into batches.
@@ -26,8 +26,8 @@ type turnPlan struct {
 	exec    executionDoc // the execution record to upsert (mark advanced)
 	oldMark uint64
 	history []historyDoc
-	queue   []queueDoc  // same-partition queue documents
-	intents []intentDoc // cross-partition effects
+	queue   []queueDoc      // same-partition queue documents
+	intents []outbox.Intent // cross-partition effects
 	kv      []batchOp
 	deletes []string // the turn's locked messages
 	cancel  []durable.ScheduledActivityIdentifier
@@ -35,16 +35,17 @@ type turnPlan struct {
 	lockedUntil int64
 }
 
-// AckOrchestrationItem implements durable.Provider. A turn that fits one
+// AckOrchestrationItem is durable.Provider's AckOrchestrationItem; it
+// returns what the commit left for dispatch. A turn that fits one
 // transactional batch is committed by that batch; a larger turn is staged
 // and committed by its last batch (see the package documentation).
-func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, turn durable.OrchestrationTurn) error {
+func (p *Store) AckOrchestrationItem(ctx context.Context, lockToken string, turn durable.OrchestrationTurn) (Commit, error) {
 	defer p.ic.release(lockToken)
-	stale, err := p.ack(ctx, lockToken, turn, true)
+	c, stale, err := p.ack(ctx, lockToken, turn, true)
 	if stale {
-		_, err = p.ack(ctx, lockToken, turn, false)
+		c, _, err = p.ack(ctx, lockToken, turn, false)
 	}
-	return err
+	return c, err
 }
 
 // ack is one attempt of AckOrchestrationItem. With useHeld it may start
@@ -52,11 +53,11 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, t
 // reading it; stale then reports that this document had changed (the
 // commit, conditional on its ETag, failed) or that the turn needs more
 // than one batch, and the caller tries again from a read.
-func (p *Provider) ack(ctx context.Context, lockToken string, turn durable.OrchestrationTurn, useHeld bool) (stale bool, _ error) {
+func (p *Store) ack(ctx context.Context, lockToken string, turn durable.OrchestrationTurn, useHeld bool) (_ Commit, stale bool, _ error) {
 	const op = "ack_orchestration_item"
 	d, t, held, err := p.heldLock(ctx, op, lockToken, true, useHeld)
 	if err != nil {
-		return false, err
+		return Commit{}, false, err
 	}
 	cached := held != nil
 	var kv *[]kvDoc
@@ -65,38 +66,38 @@ func (p *Provider) ack(ctx context.Context, lockToken string, turn durable.Orche
 	}
 	plan, err := p.planTurn(ctx, op, d, t, turn, kv)
 	if err != nil {
-		return false, err
+		return Commit{}, false, err
 	}
 	single := p.singleBatch(plan, d.ETag)
 	if !fitsOneBatch(single) {
 		if cached {
-			return true, nil
+			return Commit{}, true, nil
 		}
 		p.ic.drop(plan.instance)
-		return false, p.ackLarge(ctx, op, d, plan)
+		c, err := p.ackLarge(ctx, op, d, plan)
+		return c, false, err
 	}
 	res, err := p.s.execBatch(ctx, plan.instance, single, false)
 	if err != nil {
 		var be *batchError
 		if cached && asBatchError(err, &be) && be.index == 0 && be.status == http.StatusPreconditionFailed {
-			return true, nil
+			return Commit{}, true, nil
 		}
 		if cerr := p.commitFailure(ctx, op, plan, err); cerr != nil {
-			return false, cerr
+			return Commit{}, false, cerr
 		}
 		p.ic.drop(plan.instance) // committed, but its ETag is unknown
 	} else {
 		p.ic.put(plan.instance, plan.inst, res.etags[0], res.session, len(single[0].body))
 	}
-	p.afterCommit(ctx, plan, plan.intents)
-	return false, nil
+	return plan.committed(plan.intents), false, nil
 }
 
 // planTurn validates the turn and computes every document it writes.
 // kv, when not nil, is the instance's KV documents as the fetch read them
 // under the lock the commit is conditional on; otherwise they are read
 // when the turn needs them.
-func (p *Provider) planTurn(ctx context.Context, op string, d *instanceDoc, t parsedToken, turn durable.OrchestrationTurn, kv *[]kvDoc) (*turnPlan, error) {
+func (p *Store) planTurn(ctx context.Context, op string, d *instanceDoc, t parsedToken, turn durable.OrchestrationTurn, kv *[]kvDoc) (*turnPlan, error) {
 	instance := t.instance
 	if turn.ExecutionID == 0 {
 		return nil, durable.Permanent(op, nil, "execution id 0 is invalid")
@@ -204,7 +205,7 @@ func (p *Provider) planTurn(ctx context.Context, op string, d *instanceDoc, t pa
 			return durable.Permanent(op, err, "encode work item")
 		}
 		payload, _ := json.Marshal(q)
-		plan.intents = append(plan.intents, intentDoc{ID: outboxIntentID(key), InstanceID: instance, Type: typeIntent,
+		plan.intents = append(plan.intents, outbox.Intent{ID: outboxIntentID(key), InstanceID: instance, Type: outbox.Type,
 			TargetInstance: item.TargetInstance(), Payload: string(payload), IdempotencyKey: key, CreatedAt: now})
 		return nil
 	}
@@ -273,7 +274,7 @@ func hasKV(evs []history.Event) bool {
 // document since (a deletion's claim, another holder's lock after an
 // expiry) is overwritten, and a commit from a stale remembered document
 // fails instead.
-func (p *Provider) singleBatch(plan *turnPlan, ifMatch string) []batchOp {
+func (p *Store) singleBatch(plan *turnPlan, ifMatch string) []batchOp {
 	ops := []batchOp{opReplace(idInstance, plan.inst, ifMatch)}
 	ops = append(ops, opUpsert(plan.exec))
 	for _, id := range plan.deletes {
@@ -295,7 +296,7 @@ func (p *Provider) singleBatch(plan *turnPlan, ifMatch string) []batchOp {
 // commitFailure interprets a failed commit batch. It returns nil when the
 // turn turns out to be committed (the batch succeeded but its answer was
 // lost and the retry found the lock released by this very turn).
-func (p *Provider) commitFailure(ctx context.Context, op string, plan *turnPlan, err error) error {
+func (p *Store) commitFailure(ctx context.Context, op string, plan *turnPlan, err error) error {
 	var be *batchError
 	if asBatchError(err, &be) {
 		switch {
@@ -316,42 +317,21 @@ func (p *Provider) commitFailure(ctx context.Context, op string, plan *turnPlan,
 	return mapErr(op, err)
 }
 
-// afterCommit runs the best-effort steps that follow a commit: removing
-// cancelled activities and delivering outbox intents. Failures are logged;
-// the reconciler delivers what is left.
-func (p *Provider) afterCommit(ctx context.Context, plan *turnPlan, intents []intentDoc) {
-	if p.ev != nil && p.ev.isJoined() {
-		p.ev.unlockedOrch(plan.instance, plan.lockedUntil)
-		p.noteQueueDocs(plan.queue...)
+// committed is what the plan's commit leaves for dispatch, with the
+// intents that are visible now (a large turn whose publication was
+// deferred has none yet).
+func (plan *turnPlan) committed(intents []outbox.Intent) Commit {
+	c := Commit{Source: plan.instance, Intents: intents, cancel: plan.cancel}
+	c.Released = []Release{{Instance: plan.instance, LockedUntil: plan.lockedUntil}}
+	for _, q := range plan.queue {
+		c.Visible = append(c.Visible, q.head())
 	}
-	for _, c := range plan.cancel {
-		if err := p.deleteActivity(ctx, c); err != nil {
-			p.log.Warn("cancelled activity not removed", zap.String("instance", c.Instance), zap.Error(err))
-		}
-	}
-	p.deliverIntents(ctx, plan.instance, intents)
-}
-
-// deliverIntents delivers a committed turn's intents. In event-driven mode
-// the owner of the source slot delivers them as they appear on its change
-// feed, so a local owner only wakes its reader; anyone else delivers
-// directly (best-effort; the feed or the sweep delivers what is left).
-func (p *Provider) deliverIntents(ctx context.Context, source string, intents []intentDoc) {
-	if len(intents) == 0 {
-		return
-	}
-	if e := p.ev; e != nil && e.isJoined() {
-		if slot := slots.Of(source); e.isOwned(slot) {
-			e.wakeSlot(slot)
-			return
-		}
-	}
-	p.outbox.deliverAll(ctx, intents)
+	return c
 }
 
 // deleteActivity removes a scheduled activity from the worker queue; a
 // missing one is not an error (it may have completed already).
-func (p *Provider) deleteActivity(ctx context.Context, c durable.ScheduledActivityIdentifier) error {
+func (p *Store) deleteActivity(ctx context.Context, c durable.ScheduledActivityIdentifier) error {
 	if c.Instance == "" || len(c.Instance) > MaxInstanceIDBytes {
 		return nil
 	}
@@ -393,12 +373,12 @@ func asBatchError(err error, be **batchError) bool {
 }
 
 // ackLarge commits a turn that does not fit one batch: stage, commit, publish.
-func (p *Provider) ackLarge(ctx context.Context, op string, d *instanceDoc, plan *turnPlan) error {
+func (p *Store) ackLarge(ctx context.Context, op string, d *instanceDoc, plan *turnPlan) (Commit, error) {
 	instance, nonce := plan.instance, plan.nonce
 	// A retry of this turn's ack restages from scratch.
 	if d.Staging != "" {
 		if err := p.deleteStaged(ctx, instance, d.Staging); err != nil {
-			return mapErr(op, err)
+			return Commit{}, mapErr(op, err)
 		}
 	}
 
@@ -419,7 +399,7 @@ func (p *Provider) ackLarge(ctx context.Context, op string, d *instanceDoc, plan
 	}
 	final = append(final, plan.kv...)
 	if !fitsOneBatch(final) {
-		return durable.Permanent(op, nil, "turn of %q has too many key-value changes or low event ids for one batch", instance)
+		return Commit{}, durable.Permanent(op, nil, "turn of %q has too many key-value changes or low event ids for one batch", instance)
 	}
 	var deferred []string
 	for _, id := range plan.deletes {
@@ -456,9 +436,9 @@ func (p *Provider) ackLarge(ctx context.Context, op string, d *instanceDoc, plan
 		if err != nil {
 			var be *batchError
 			if asBatchError(err, &be) && be.index == 0 {
-				return durable.Permanent(op, err, "lock on instance %q was lost while staging", instance)
+				return Commit{}, durable.Permanent(op, err, "lock on instance %q was lost while staging", instance)
 			}
-			return mapErr(op, err)
+			return Commit{}, mapErr(op, err)
 		}
 		etag = res.etags[0]
 	}
@@ -473,7 +453,7 @@ func (p *Provider) ackLarge(ctx context.Context, op string, d *instanceDoc, plan
 	res, err := p.s.execBatch(ctx, instance, final, false)
 	if err != nil {
 		if cerr := p.commitFailure(ctx, op, plan, err); cerr != nil {
-			return cerr
+			return Commit{}, cerr
 		}
 		res = batchResult{}
 	}
@@ -485,18 +465,16 @@ func (p *Provider) ackLarge(ctx context.Context, op string, d *instanceDoc, plan
 		if err := p.publish(ctx, instance, plan.inst.Publish, newTag); err != nil {
 			// Committed all the same: the next fetch or the sweep publishes.
 			p.log.Warn("large turn committed, publication deferred", zap.String("instance", instance), zap.Error(err))
-			p.afterCommit(ctx, plan, nil)
-			return nil
+			return plan.committed(nil), nil
 		}
 	}
-	p.afterCommit(ctx, plan, plan.intents)
-	return nil
+	return plan.committed(plan.intents), nil
 }
 
 // publish makes a committed large turn's staged documents visible, deletes
 // its deferred messages and clears the commit record (conditionally on
 // etag when known). Every step is idempotent.
-func (p *Provider) publish(ctx context.Context, instance string, rec *publishRecord, etag string) error {
+func (p *Store) publish(ctx context.Context, instance string, rec *publishRecord, etag string) error {
 	if err := p.publishStaged(ctx, instance, rec.Token); err != nil {
 		return err
 	}
@@ -536,7 +514,7 @@ const maxPublishRounds = 64
 // would change its ETag under the worker and fail that worker's ack. A
 // batch that loses such a race is abandoned and what is still staged read
 // again.
-func (p *Provider) publishStaged(ctx context.Context, instance, token string) error {
+func (p *Store) publishStaged(ctx context.Context, instance, token string) error {
 	type row struct {
 		ID        string `json:"id"`
 		FinalType string `json:"finalType"`
@@ -587,7 +565,7 @@ func sqlQuote(s string) string {
 
 // deleteStaged deletes every document staged under token (an uncommitted
 // large turn).
-func (p *Provider) deleteStaged(ctx context.Context, instance, token string) error {
+func (p *Store) deleteStaged(ctx context.Context, instance, token string) error {
 	type row struct {
 		ID string `json:"id"`
 	}
@@ -605,29 +583,32 @@ func (p *Provider) deleteStaged(ctx context.Context, instance, token string) err
 
 // recoverTurn finishes or discards what a large turn left on an unlocked
 // instance: a commit record is published; staging without a commit is
-// deleted. It returns the instance document as it is afterwards.
-func (p *Provider) recoverTurn(ctx context.Context, d *instanceDoc) (*instanceDoc, error) {
+// deleted. It returns the instance document as it is afterwards, and the
+// intents a publication released.
+func (p *Store) recoverTurn(ctx context.Context, d *instanceDoc) (_ *instanceDoc, released []outbox.Intent, _ error) {
 	instance := d.InstanceID
 	if d.Publish != nil {
 		if err := p.publish(ctx, instance, d.Publish, d.ETag); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		// The publication may have released outbox intents: deliver them.
-		intents, err := queryAll[intentDoc](ctx, p.s, strp(instance), "SELECT * FROM c WHERE c.type = 'outbox_intent'")
+		// The publication may have released outbox intents: the caller
+		// has them delivered.
+		var err error
+		released, err = queryAll[outbox.Intent](ctx, p.s, strp(instance), "SELECT * FROM c WHERE c.type = 'outbox_intent'")
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		p.deliverIntents(ctx, instance, intents)
 	}
 	if d.Staging != "" && !d.lockHeld(nowMS()) {
 		if err := p.deleteStaged(ctx, instance, d.Staging); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var pt azcosmos.PatchOperations
 		pt.AppendRemove("/staging")
 		if _, err := p.s.patch(ctx, instance, idInstance, pt, d.ETag, nil); err != nil && !lostRace(err) {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return p.readInstance(ctx, instance)
+	d, err := p.readInstance(ctx, instance)
+	return d, released, err
 }

@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/durafeed/durafeed/wakeup"
+)
+
+// Stats are the engine's counters since New.
+type Stats struct {
+	OrchFetched    int64 // orchestration items returned
+	WorkFetched    int64 // work items returned
+	FeedDelivered  int64 // outbox intents delivered by the feed handler
+	SweepDelivered int64 // outbox intents delivered by the safety sweep
+	Sweeps         int64 // safety sweeps run
+	Catchups       int64 // catch-up queries run
+	HintsWritten   int64 // backlog hint documents written
+	HintScans      int64 // scans run for another replica's hint
+}
+
+// Stats returns the counters so far.
+func (e *Engine) Stats() Stats {
+	s := &e.stats
+	return Stats{OrchFetched: s.orchFetched.Load(), WorkFetched: s.workFetched.Load(), FeedDelivered: s.feedDelivered.Load(),
+		SweepDelivered: s.sweepDelivered.Load(), Sweeps: s.sweeps.Load(), Catchups: s.catchups.Load(),
+		HintsWritten: s.hintsWritten.Load(), HintScans: s.hintScans.Load()}
+}
+
+// ReplicaID is the replica's name in lease documents.
+func (e *Engine) ReplicaID() string { return e.opts.ReplicaID }
+
+// Joined reports whether the replica takes part in dispatch now.
+func (e *Engine) Joined() bool { return e.isJoined() }
+
+// Owned returns the dispatch slots whose lease this replica holds now
+// (empty while it has not joined).
+func (e *Engine) Owned() wakeup.Set { return e.ownedSet() }
+
+// ErrClosed is returned by Join after Close.
+var ErrClosed = errors.New("engine: closed")
+
+// Join makes the replica take part in dispatch now rather than at its
+// first orchestration fetch, and waits until it owns its share of the
+// leases (the smallest share balancing leaves it) and has caught up on
+// their backlog, or ctx ends. A service calls it before it reports ready.
+func (e *Engine) Join(ctx context.Context) error {
+	s := e.join()
+	if s == nil {
+		return ErrClosed
+	}
+	select {
+	case <-s.shared:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.ctx.Done():
+		return ErrClosed
+	}
+}
+
+// HoldIntents, while on, makes the feed handler refuse every batch that
+// holds an outbox intent, as if delivery kept failing: with Close(false)
+// after a commit it leaves the intent to the next owner of the slot
+// (drills of a crash between a commit and its delivery).
+func (e *Engine) HoldIntents(on bool) { e.holdIntents.Store(on) }
+
+// HeadsComplete reports whether the engine holds every waiting message of
+// the instance that the change feed has delivered (see the package
+// documentation: a new instance is then locked without a query).
+func (e *Engine) HeadsComplete(instance string) bool { return e.heads.isComplete(instance) }
+
+// HeadCount returns how many feed heads the engine holds for instance,
+// or for every instance when instance is "".
+func (e *Engine) HeadCount(instance string) int { return e.heads.count(instance) }
+
+// Positioned reports whether every change-feed reader of the leases this
+// replica holds has fixed where its feed starts: whatever is written from
+// then on reaches the replica through its feed (anything earlier through
+// the catch-up query).
+func (e *Engine) Positioned() bool {
+	s := e.sess.Load()
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.unpinned) == 0
+}
+
+// Pending returns the wakeups waiting in the orchestrator and worker hubs
+// (diagnostics).
+func (e *Engine) Pending() (orch, work wakeup.State) { return e.orch.Snapshot(), e.work.Snapshot() }
+
+// Leave hands this replica's leases to the others now, as it does after
+// IdleLeave without an orchestration fetch; the next fetch (or Join)
+// joins again. It returns once the hand-off is done.
+func (e *Engine) Leave() {
+	if s := e.sess.Load(); s != nil {
+		e.leave(s, true)
+	}
+}

@@ -1,0 +1,172 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/durafeed/durafeed/internal/clock"
+	"github.com/durafeed/durafeed/leasestore"
+	"github.com/durafeed/durafeed/slots"
+)
+
+// Clock is the engine's source of time (Now and timers); tests inject a
+// fake one. It is the same interface changefeed and wakeup accept.
+type Clock = clock.Clock
+
+// Options configures an Engine, one struct per concern. Zero values take
+// the documented defaults; a nil sub-struct means all its defaults.
+type Options struct {
+	// ReplicaID names this replica in lease documents; it must be unique
+	// among running replicas. Default: the host name and 8 random hex
+	// digits, new for every Engine.
+	ReplicaID string
+	// Leases configures slot ownership across replicas.
+	Leases *LeaseOptions
+	// Feed configures the change-feed readers of the owned slot blocks.
+	Feed *FeedOptions
+	// SafetySweepInterval is the period of the slow sweep over owned
+	// slots, stale outbox intents, unpublished large turns and
+	// interrupted deletions (default 60 s, jittered by up to a tenth).
+	SafetySweepInterval time.Duration
+	// IdleLeave is how long the replica keeps its leases with no
+	// orchestration fetch running: then it hands them off (its
+	// dispatchers were stopped) and rejoins at the next fetch (default
+	// 5 s).
+	IdleLeave time.Duration
+	// DisableHeads makes every feed-woken fetch read its turn with the
+	// query before the lock batch instead of locking the messages the
+	// feed delivered (heads) at once: a diagnostic switch, slower by one
+	// round trip per remote wake.
+	DisableHeads bool
+	// Clock is the source of time (default the system clock).
+	Clock Clock
+	// Logger receives operational logs (default none).
+	Logger *zap.Logger
+}
+
+// LeaseOptions configures slot ownership.
+type LeaseOptions struct {
+	// Blocks is the number of leases the dispatch slots are cut into: a
+	// power of two from 1 to slots.Count (default slots.DefaultBlocks).
+	// Every replica of a container must use the same value.
+	Blocks int
+	// Expiry (default 10 s) and HeartbeatInterval (default 0.4 Expiry)
+	// govern liveness: a replica that stops heartbeating loses its leases
+	// to the others after Expiry.
+	Expiry            time.Duration
+	HeartbeatInterval time.Duration
+	// WatchActiveDelay (default 50 ms) and WatchIdleCeiling (default
+	// 750 ms) pace the reads of the lease partition's change feed; the
+	// ceiling bounds a graceful hand-off, a join and a backlog hint's
+	// pick-up.
+	WatchActiveDelay time.Duration
+	WatchIdleCeiling time.Duration
+	// PartitionKeyValue is the logical partition of the lease, heartbeat
+	// and hint documents (default leasestore.DefaultPartitionKeyValue);
+	// engines with different values on one container are independent
+	// lease groups.
+	PartitionKeyValue string
+}
+
+// FeedOptions configures the change-feed readers.
+type FeedOptions struct {
+	// ActiveDelay (default 20 ms) is the pause between reads while changes
+	// flow; IdleCeiling (default 4 s) the longest pause of an idle reader.
+	// Writes of this replica never wait for it (they signal the local
+	// hubs); it bounds the pick-up of another process's write to an idle
+	// slot block.
+	ActiveDelay time.Duration
+	IdleCeiling time.Duration
+	// WarmHold (default 2 s) keeps every reader at ActiveDelay for that
+	// long after the replica last saw work, so a write from another
+	// process is read within ActiveDelay while the replica is busy.
+	// Negative: no hold.
+	WarmHold time.Duration
+	// CheckpointInterval is the least time between two checkpoints of a
+	// lease (default 5 s): handling a document twice after a hand-over is
+	// harmless.
+	CheckpointInterval time.Duration
+}
+
+// Defaults of Options.
+const (
+	DefaultLeaseExpiry         = 10 * time.Second
+	DefaultWatchActiveDelay    = 50 * time.Millisecond
+	DefaultWatchIdleCeiling    = 750 * time.Millisecond
+	DefaultFeedActiveDelay     = 20 * time.Millisecond
+	DefaultFeedIdleCeiling     = 4 * time.Second
+	DefaultFeedWarmHold        = 2 * time.Second
+	DefaultCheckpointInterval  = 5 * time.Second
+	DefaultSafetySweepInterval = 60 * time.Second
+	DefaultIdleLeave           = 5 * time.Second
+)
+
+// withDefaults returns a copy of o with every default filled in (its
+// sub-structs copied, never shared with the caller).
+func (o Options) withDefaults() (Options, error) {
+	var l LeaseOptions
+	if o.Leases != nil {
+		l = *o.Leases
+	}
+	var f FeedOptions
+	if o.Feed != nil {
+		f = *o.Feed
+	}
+	if l.Blocks == 0 {
+		l.Blocks = slots.DefaultBlocks
+	}
+	if err := slots.CheckBlocks(l.Blocks); err != nil {
+		return o, fmt.Errorf("engine: LeaseOptions.Blocks: %w", err)
+	}
+	if l.Expiry <= 0 {
+		l.Expiry = DefaultLeaseExpiry
+	}
+	if l.HeartbeatInterval <= 0 {
+		l.HeartbeatInterval = l.Expiry * 2 / 5
+	}
+	if l.HeartbeatInterval > l.Expiry/2 {
+		return o, errors.New("engine: LeaseOptions.HeartbeatInterval is more than half the Expiry")
+	}
+	if l.WatchActiveDelay <= 0 {
+		l.WatchActiveDelay = DefaultWatchActiveDelay
+	}
+	if l.WatchIdleCeiling <= 0 {
+		l.WatchIdleCeiling = DefaultWatchIdleCeiling
+	}
+	if l.PartitionKeyValue == "" {
+		l.PartitionKeyValue = leasestore.DefaultPartitionKeyValue
+	}
+	if f.ActiveDelay <= 0 {
+		f.ActiveDelay = DefaultFeedActiveDelay
+	}
+	if f.IdleCeiling <= 0 {
+		f.IdleCeiling = DefaultFeedIdleCeiling
+	}
+	f.IdleCeiling = max(f.IdleCeiling, f.ActiveDelay)
+	if f.WarmHold == 0 {
+		f.WarmHold = DefaultFeedWarmHold
+	}
+	if f.CheckpointInterval <= 0 {
+		f.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if o.SafetySweepInterval <= 0 {
+		o.SafetySweepInterval = DefaultSafetySweepInterval
+	}
+	if o.IdleLeave <= 0 {
+		o.IdleLeave = DefaultIdleLeave
+	}
+	if o.ReplicaID == "" {
+		o.ReplicaID = defaultReplicaID()
+	}
+	if o.Clock == nil {
+		o.Clock = clock.System{}
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	o.Leases, o.Feed = &l, &f
+	return o, nil
+}

@@ -1,0 +1,186 @@
+// Package polling is the seeds' dispatcher, kept as the benchmark's
+// baseline and for deployments that cannot read the change feed: every
+// fetch runs a cross-partition candidate query over a share of the
+// dispatch slots and returns at once (it never waits for work), and a
+// reconciler runs the outbox's repair pass every ReconcileInterval. Any
+// replica serves any slot; nothing is owned.
+//
+// # Dispatch slots and shares
+//
+// Every queue document stores dispatchSlot = epk.SlotOf(EPK V2 of the
+// instance id, 256): stable across processes and releases, and a block of
+// consecutive slots is one EPK range of Cosmos DB's own placement.
+// Config.OrchestrationDispatchers / WorkerDispatchers split the slots into
+// contiguous shares; each fetch checks out the free share polled least
+// recently (behind the slotSource interface) and returns it. With more
+// concurrent fetchers than shares an extra fetcher polls the least
+// recently polled share instead of waiting. The event-driven mode replaces
+// slotSource with slot blocks leased across replicas.
+package polling
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/outbox"
+	"github.com/durafeed/durafeed/store"
+)
+
+// Options configures a Dispatcher. Zero values take the defaults.
+type Options struct {
+	// OrchestrationDispatchers and WorkerDispatchers split the dispatch
+	// slots into that many contiguous shares per queue, so that concurrent
+	// fetchers scan disjoint slots (default 1: every fetch scans all).
+	OrchestrationDispatchers int
+	WorkerDispatchers        int
+	// ReconcileInterval is the period of the repair pass over undelivered
+	// outbox intents, unpublished large turns and interrupted deletions
+	// (default 2 s). How old such a record must be before the pass takes
+	// it over is the store's RepairAge.
+	ReconcileInterval time.Duration
+	// Logger receives operational logs (default none).
+	Logger *zap.Logger
+}
+
+// DefaultReconcileInterval is the default Options.ReconcileInterval.
+const DefaultReconcileInterval = 2 * time.Second
+
+// maxLockAttempts bounds how many candidate instances one fetch tries.
+const maxLockAttempts = 8
+
+// Dispatcher is the polling dispatcher over a store.
+type Dispatcher struct {
+	s    *store.Store
+	out  *outbox.Outbox
+	log  *zap.Logger
+	orch *localShares
+	work *localShares
+
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	closed sync.Once
+}
+
+// New returns a Dispatcher and starts its reconciler; Close stops it.
+func New(s *store.Store, out *outbox.Outbox, o Options) *Dispatcher {
+	if o.ReconcileInterval <= 0 {
+		o.ReconcileInterval = DefaultReconcileInterval
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	d := &Dispatcher{s: s, out: out, log: o.Logger,
+		orch: newLocalShares(o.OrchestrationDispatchers), work: newLocalShares(o.WorkerDispatchers)}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.stop = cancel
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.reconcileLoop(ctx, o.ReconcileInterval)
+	}()
+	return d
+}
+
+// FetchOrchestrationItem implements durable.Provider's fetch: it scans
+// the slots of one share for visible, unlocked messages, tries the
+// instances of the oldest ones, and returns nil at once when none can be
+// locked (pollTimeout is not waited; ctx is honoured).
+func (d *Dispatcher) FetchOrchestrationItem(ctx context.Context, lockTimeout, _ time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, error) {
+	const op = "fetch_orchestration_item"
+	sh, release, err := d.orch.acquire(ctx)
+	if err != nil {
+		return nil, durable.Retryable(op, err, "cancelled")
+	}
+	defer release()
+	cands, err := d.s.OrchCandidates(ctx, sh)
+	if err != nil {
+		return nil, err
+	}
+	for i, inst := range cands {
+		if i >= maxLockAttempts {
+			break
+		}
+		r, err := d.s.LockInstance(ctx, store.LockRequest{Instance: inst, LockTimeout: lockTimeout, Filter: filter, SeedsOrder: true})
+		if r.Published != nil {
+			d.out.DeliverAll(ctx, r.Published.Intents)
+		}
+		if err != nil {
+			if durable.IsRetryable(err) && ctx.Err() == nil {
+				continue // a lost race on this instance: try the next one
+			}
+			return nil, err
+		}
+		if r.Item != nil {
+			return r.Item, nil
+		}
+	}
+	return nil, nil
+}
+
+// FetchWorkItem implements durable.Provider's fetch (as
+// FetchOrchestrationItem: one query over a share, no waiting).
+func (d *Dispatcher) FetchWorkItem(ctx context.Context, lockTimeout, _ time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter) (*durable.LockedWorkItem, error) {
+	const op = "fetch_work_item"
+	if tags.Mode() == durable.TagsNone {
+		return nil, nil
+	}
+	sh, release, err := d.work.acquire(ctx)
+	if err != nil {
+		return nil, durable.Retryable(op, err, "cancelled")
+	}
+	defer release()
+	return d.s.LockWorkIn(ctx, sh, lockTimeout, session, tags)
+}
+
+// Wrote implements the dispatcher contract: polling signals nothing (the
+// next fetch's query finds what was written).
+func (d *Dispatcher) Wrote(store.Write) {}
+
+// Committed implements the dispatcher contract: the committing process
+// delivers the intents at once (best-effort; the reconciler delivers
+// what is left).
+func (d *Dispatcher) Committed(ctx context.Context, c store.Commit) {
+	d.out.DeliverAll(ctx, c.Intents)
+}
+
+// Close stops the reconciler and waits for it. Polling holds nothing
+// another replica must take over, so graceful or not is the same.
+func (d *Dispatcher) Close(bool) {
+	d.closed.Do(func() {
+		d.stop()
+		d.wg.Wait()
+	})
+}
+
+// reconcileLoop runs the repair pass every interval (jittered by up to a
+// tenth, so replicas drift apart) until ctx ends.
+func (d *Dispatcher) reconcileLoop(ctx context.Context, every time.Duration) {
+	for {
+		t := time.NewTimer(every - time.Duration(rand.Int64N(int64(every)/10+1)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		d.reconcileOnce(ctx)
+	}
+}
+
+// reconcileOnce is one repair pass: one cross-partition query for stale
+// intents, publications and deletions, then the outbox's repairs.
+func (d *Dispatcher) reconcileOnce(ctx context.Context) {
+	_, found, err := d.s.Stale(ctx, store.StaleQuery{})
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Warn("repair query failed", zap.Int("status", store.Status(err)), zap.Error(err))
+		}
+		return
+	}
+	d.out.Repair(ctx, found, d.s)
+}
