@@ -15,8 +15,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/cenkalti/backoff/v4"
-	"github.com/durafeed/durafeed/internal/epk"
 	"go.uber.org/zap"
+
+	"github.com/durafeed/durafeed/internal/clock"
+	"github.com/durafeed/durafeed/internal/epk"
 )
 
 // finalCheckpointTimeout bounds the one checkpoint attempt made for a batch
@@ -335,17 +337,10 @@ func (r *reader) pause(ctx context.Context, d time.Duration, idle bool) (time.Ti
 
 // sleep waits d for a retry.
 func (r *reader) sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
+	if !clock.SleepOn(ctx, r.p.opts.Clock, d) {
 		return ctx.Err()
 	}
-	t := r.p.opts.Clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C():
-		return nil
-	}
+	return nil
 }
 
 func (p *Processor) newBackOff() *backoff.ExponentialBackOff {

@@ -17,6 +17,14 @@ type Stats struct {
 	Catchups       int64 // catch-up queries run
 	HintsWritten   int64 // backlog hint documents written
 	HintScans      int64 // scans run for another replica's hint
+	// WorkSettled counts worker items of owned slots the feed showed acked
+	// (by any replica), and WorkSkipped the wakeups a fetch dropped
+	// without reading the item, because the feed had shown it acked or
+	// locked since.
+	WorkSettled, WorkSkipped int64
+	// IntentsHeld counts feed batches the handler refused because they
+	// held an outbox intent while HoldIntents was on.
+	IntentsHeld int64
 }
 
 // Stats returns the counters so far.
@@ -24,7 +32,8 @@ func (e *Engine) Stats() Stats {
 	s := &e.stats
 	return Stats{OrchFetched: s.orchFetched.Load(), WorkFetched: s.workFetched.Load(), FeedDelivered: s.feedDelivered.Load(),
 		SweepDelivered: s.sweepDelivered.Load(), Sweeps: s.sweeps.Load(), Catchups: s.catchups.Load(),
-		HintsWritten: s.hintsWritten.Load(), HintScans: s.hintScans.Load()}
+		HintsWritten: s.hintsWritten.Load(), HintScans: s.hintScans.Load(),
+		WorkSettled: s.workSettled.Load(), WorkSkipped: s.workSkipped.Load(), IntentsHeld: s.intentsHeld.Load()}
 }
 
 // ReplicaID is the replica's name in lease documents.

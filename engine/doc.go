@@ -7,22 +7,23 @@
 //
 // # Event-driven mode
 //
-// Components, all owned by the Provider (every goroutine stops at Close):
+// Components, all owned by the Engine (every goroutine stops at Close):
 //
 //   - wakeup hubs (package wakeup), one for the orchestrator queue (keys:
 //     instance, and the instance's lock expiry), one for the worker queue
 //     (one key per worker document), one for deferred checks;
 //   - a session, while the replica takes part in dispatch: a
-//     leasestore.Store in the provider's own container (partition
-//     "$leases"; LeaseBlocks leases of 256/LeaseBlocks slots, each lease's
-//     range epk.SlotRange of its block; ReplicaID default host name plus
-//     random digits), a changefeed.Processor on the leases it holds, and
+//     leasestore.Store in the store's own container (partition
+//     "$leases"; LeaseOptions.Blocks leases of slots.Count/Blocks slots,
+//     each lease's range that of its block, slots.Ranges; ReplicaID default
+//     leasestore.DefaultReplicaID), a changefeed.Processor on the leases it holds, and
 //     the catch-up, sweep, deferred-check, hint and idle loops.
 //
 // Joining: a replica joins at its first FetchOrchestrationItem and leaves
 // (handing its leases off like Close does) when no orchestration fetch has
-// run for 5 s, e.g. after its runtime stopped dispatching; it rejoins at
-// the next fetch. A Provider used only as a client never owns slots it
+// run for Options.IdleLeave (5 s), e.g. after its runtime stopped
+// dispatching; it rejoins at the next fetch (Join joins at once, Leave
+// leaves at once). A replica used only as a client never owns slots it
 // would not serve. Lease ownership means orchestration responsibility:
 // every turn of an instance runs on the owner of its slot. A replica that
 // never fetches orchestrations (a worker-only node) or has not joined yet
@@ -44,7 +45,7 @@
 //     offers again; a permanent one is left for the safety sweep);
 //   - instance: a release of a lock that held back signalled work wakes
 //     it; a pending publication or deletion gets a deferred check at
-//     ReconcileAge (resp. the deletion timeout) that finishes it.
+//     the store's RepairAge (resp. its DeletionTimeout) that finishes it.
 //
 // Local writes signal the local hubs directly when the slot is owned here,
 // so a replica's own effects never wait for the feed: enqueues, an ack's
@@ -75,8 +76,8 @@
 // its wakeup was for).
 //
 // Reading for the lock (event-driven mode): the polling mode's point read
-// of the instance document is gone. The provider remembers (instCache,
-// Config.InstanceCacheSize entries of at most 4 KiB) the unlocked
+// of the instance document is gone. The store remembers (its instance
+// cache, store.Options.InstanceCacheSize entries of at most 4 KiB) the unlocked
 // instance document each of its acks and abandons wrote, and the locked
 // document each of its lock batches and renewals wrote, each with the
 // write's ETag and session token. A fetch of a remembered instance runs
@@ -132,8 +133,9 @@
 //
 // Safety sweep (every SafetySweepInterval, default 60 s, jittered): one
 // cross-partition query for visible unlocked queue documents of owned
-// slots, outbox intents older than ReconcileAge, and instances with a
-// stale publication or deletion. There is no polling reconciler.
+// slots, outbox intents older than the store's RepairAge, and instances
+// with a stale publication or deletion (store.Stale, then outbox.Repair:
+// the pass polling's reconciler runs too).
 //
 // Backlog hints: worker documents live in the instance's partition, seen
 // only by the slot owner's feed. When the owner's due worker backlog
@@ -156,8 +158,9 @@
 // scanned + 0.1 per item), one idle replica, 4 physical partitions:
 //
 //	polling baseline:   2 dispatchers x 1 query/s x 4 partitions x 2.3 = 18.4
-//	                    reconciler: 3 queries / 2 s x 9.2             = 13.8
-//	                    total                                 about 32.2 RU/s
+//	                    reconciler: 1 query / 2 s x 9.2               =  4.6
+//	                    total                                 about 23 RU/s
+//	                    (before the split: 3 reconciler queries, 32.2)
 //	event-driven:       heartbeat 5 RU / 4 s                          = 1.25
 //	                    lease watch: 1 RU / 0.75 s                    = 1.33
 //	                      + own heartbeat page (+1.4 RU / 4 s)        = 0.35

@@ -4,20 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
 
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/changefeed"
+	"github.com/durafeed/durafeed/internal/clock"
 	"github.com/durafeed/durafeed/leasestore"
 	"github.com/durafeed/durafeed/outbox"
 	"github.com/durafeed/durafeed/slots"
@@ -64,6 +62,8 @@ type Engine struct {
 	blocked   map[string]int       // instances found locked with work waiting: slot
 	released  map[string]int64     // orchestration locks we released: instance -> lockedUntil
 	wreleased map[string]int64     // work-item locks we released: key -> lockedUntil
+	settled   map[string]int64     // work items the feed showed acked: key -> when seen (ms)
+	wlocked   map[string]int64     // work items the feed showed locked: key -> lockedUntil
 	parked    map[string]parkedWI  // worker wakeups no fetch so far could take (tag, session)
 	refused   map[string]refusedOI // orchestration wakeups refused by a capability filter
 
@@ -135,6 +135,9 @@ type engineStats struct {
 	catchups       atomic.Int64 // catch-up queries run
 	hintsWritten   atomic.Int64 // backlog hint documents written
 	hintScans      atomic.Int64 // scans run for another replica's hint
+	workSettled    atomic.Int64 // worker items the feed showed acked
+	workSkipped    atomic.Int64 // worker wakeups dropped as settled
+	intentsHeld    atomic.Int64 // feed batches refused under HoldIntents
 }
 
 // parkedWI is a worker wakeup the fetch that took it could not use.
@@ -184,35 +187,20 @@ type hintState struct {
 	lastWrite time.Time
 }
 
-func defaultReplicaID() string {
-	host, _ := os.Hostname()
-	host = strings.Map(func(r rune) rune {
-		if r == '/' || r == '\\' || r == '?' || r == '#' || unicode.IsControl(r) || unicode.IsSpace(r) {
-			return '-'
-		}
-		return r
-	}, host)
-	if len(host) > 100 {
-		host = host[:100]
-	}
-	if host == "" {
-		host = "replica"
-	}
-	return fmt.Sprintf("%s-%08x", host, rand.Uint32())
-}
-
-// New returns an Engine dispatching from s, delivering outbox intents
-// through out. It starts nothing: the replica joins dispatch at its first
+// New returns an Engine dispatching from s; it delivers outbox intents
+// through an outbox of its own over s, whose deliveries it signals. It
+// starts nothing: the replica joins dispatch at its first
 // FetchOrchestrationItem (or Join).
-func New(s *store.Store, out *outbox.Outbox, o Options) (*Engine, error) {
+func New(s *store.Store, o Options) (*Engine, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{s: s, out: out, opts: o, clk: o.Clock, log: o.Logger.With(zap.String("replica", o.ReplicaID)),
+	e := &Engine{s: s, opts: o, clk: o.Clock, log: o.Logger.With(zap.String("replica", o.ReplicaID)),
 		per:     slots.Count / o.Leases.Blocks,
-		blocked: map[string]int{}, released: map[string]int64{}, wreleased: map[string]int64{}, parked: map[string]parkedWI{},
+		blocked: map[string]int{}, released: map[string]int64{}, wreleased: map[string]int64{}, settled: map[string]int64{}, wlocked: map[string]int64{}, parked: map[string]parkedWI{},
 		refused: map[string]refusedOI{}, hinted: map[string]hintSeen{}, joinCh: make(chan struct{})}
+	e.out = outbox.New(s, o.Logger, e.delivered)
 	if !o.DisableHeads {
 		e.heads = newHeadIndex(e.isOwned)
 	}
@@ -231,14 +219,7 @@ func (e *Engine) now() int64 { return e.clk.Now().UnixMilli() }
 
 // sleep waits d on the engine's clock; false when ctx ended first.
 func (e *Engine) sleep(ctx context.Context, d time.Duration) bool {
-	t := e.clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return true
-	}
+	return clock.SleepOn(ctx, e.clk, d)
 }
 
 // msTime converts ms since the Unix epoch to a time.
@@ -578,6 +559,11 @@ func (e *Engine) Wrote(w store.Write) {
 		e.mu.Unlock()
 	}
 	for _, q := range w.Visible {
+		if !q.IsOrchestrator() {
+			e.mu.Lock()
+			delete(e.wlocked, workKey(q.InstanceID, q.ID))
+			e.mu.Unlock()
+		}
 		e.signalQueue(q, false)
 	}
 }
@@ -601,9 +587,9 @@ func (e *Engine) Committed(ctx context.Context, c store.Commit) {
 	e.out.DeliverAll(ctx, c.Intents)
 }
 
-// Delivered signals a target document an outbox delivery left in place
+// delivered signals a target document an outbox delivery left in place
 // (the outbox's delivered hook).
-func (e *Engine) Delivered(target []byte) {
+func (e *Engine) delivered(target json.RawMessage) {
 	if !e.isJoined() {
 		return
 	}
@@ -641,6 +627,49 @@ func (e *Engine) unlockedOrch(instance string, until int64) {
 	e.mu.Unlock()
 	if wasBlocked && e.isOwned(slot) {
 		e.orch.Signal(slot, orchKey(instance), e.clk.Now())
+	}
+}
+
+// maxSettled bounds the settled marks kept (an optimisation: a wakeup
+// without one costs a read).
+const maxSettled = 100_000
+
+// workSettled records a worker item of an owned slot that the feed showed
+// acked (a completion naming it): the wakeups this replica holds for it
+// are void, so a fetch drops them without reading the item. Helpers that
+// take items of this replica's slots would otherwise cost the owner a read
+// per item (of a locked or deleted document).
+func (e *Engine) workSettled(slot int, key string) {
+	if !e.isOwned(slot) {
+		return
+	}
+	e.mu.Lock()
+	if len(e.settled) < maxSettled {
+		e.settled[key] = e.now()
+		e.stats.workSettled.Add(1)
+	}
+	e.mu.Unlock()
+}
+
+// workSeen records the lock of a worker item of an owned slot as the feed
+// shows it (the feed shows a partition's versions in order): while it
+// holds, wakeups of the item from before its expiry are void (its
+// expiry has a wakeup of its own), so a fetch drops them without reading
+// a document someone else is working on. A version without a lock (an
+// abandon, a retry delay) voids the mark.
+func (e *Engine) workSeen(q store.QueueHead) {
+	if !e.isOwned(q.DispatchSlot) {
+		return
+	}
+	key := workKey(q.InstanceID, q.ID)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if q.LockedUntil <= e.now() {
+		delete(e.wlocked, key)
+		return
+	}
+	if len(e.wlocked) < maxSettled || e.wlocked[key] != 0 {
+		e.wlocked[key] = q.LockedUntil
 	}
 }
 
@@ -712,12 +741,17 @@ func (e *Engine) handle(ctx context.Context, b changefeed.Batch) error {
 				e.heads.missed(f.InstanceID)
 			}
 			e.signalQueue(f.QueueHead, false)
+			if f.Settles != "" && f.LockedUntil == 0 { // as created: later versions repeat it
+				e.workSettled(f.DispatchSlot, workKey(f.InstanceID, f.Settles))
+			}
 		case store.FeedWorker:
+			e.workSeen(f.QueueHead)
 			e.signalQueue(f.QueueHead, false)
 		case store.FeedInstance:
 			e.instanceChanged(f)
 		case store.FeedIntent:
 			if e.holdIntents.Load() {
+				e.stats.intentsHeld.Add(1)
 				return errHeld
 			}
 			var in outbox.Intent
@@ -925,6 +959,16 @@ func (e *Engine) pruneReleased(now int64) {
 	for k, until := range e.wreleased {
 		if until < now-60_000 {
 			delete(e.wreleased, k)
+		}
+	}
+	for k, at := range e.settled {
+		if at < now-60_000 {
+			delete(e.settled, k)
+		}
+	}
+	for k, until := range e.wlocked {
+		if until < now-60_000 {
+			delete(e.wlocked, k)
 		}
 	}
 	for k, pw := range e.parked {

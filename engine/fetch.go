@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"github.com/durafeed/durafeed/durable"
@@ -326,6 +327,20 @@ func (e *Engine) workWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 		return nil, nil
 	}
 	e.mu.Lock()
+	if _, ok := e.settled[w.Instance]; ok {
+		delete(e.settled, w.Instance)
+		e.mu.Unlock()
+		e.stats.workSkipped.Add(1)
+		return nil, nil // acked meanwhile: the item is gone
+	}
+	if until, ok := e.wlocked[w.Instance]; ok {
+		if w.VisibleAt.UnixMilli() < until && until > e.now() {
+			e.mu.Unlock()
+			e.stats.workSkipped.Add(1)
+			return nil, nil // locked meanwhile: its expiry has a wakeup
+		}
+		delete(e.wlocked, w.Instance)
+	}
 	rel, released := e.wreleased[w.Instance]
 	if released && w.VisibleAt.UnixMilli() >= rel {
 		delete(e.wreleased, w.Instance)
@@ -397,11 +412,17 @@ func (e *Engine) scanWork(ctx context.Context, slot int, session *durable.Sessio
 	if err != nil {
 		return err
 	}
-	for i, r := range rows {
-		if i >= workSlotBound/2 {
-			break
-		}
-		e.signalQueue(r, true)
+	// The hub serves due wakeups in the order they were signalled. The
+	// owner follows the slot oldest first; a helper starts at a random
+	// place in the list of due items and wraps round, so that the owner
+	// and every helper of the hint do not race for the same item at every
+	// step (each race lost is a wasted read and patch).
+	off := 0
+	if !e.isOwned(slot) && len(rows) > 1 {
+		off = rand.IntN(len(rows))
+	}
+	for i := range min(len(rows), workSlotBound/2) {
+		e.signalQueue(rows[(off+i)%len(rows)], true)
 	}
 	return nil
 }

@@ -20,8 +20,8 @@ type Clock = clock.Clock
 // the documented defaults; a nil sub-struct means all its defaults.
 type Options struct {
 	// ReplicaID names this replica in lease documents; it must be unique
-	// among running replicas. Default: the host name and 8 random hex
-	// digits, new for every Engine.
+	// among running replicas. Default: leasestore.DefaultReplicaID(), new
+	// for every Engine.
 	ReplicaID string
 	// Leases configures slot ownership across replicas.
 	Leases *LeaseOptions
@@ -159,7 +159,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.IdleLeave = DefaultIdleLeave
 	}
 	if o.ReplicaID == "" {
-		o.ReplicaID = defaultReplicaID()
+		o.ReplicaID = leasestore.DefaultReplicaID()
 	}
 	if o.Clock == nil {
 		o.Clock = clock.System{}

@@ -10,9 +10,10 @@ import (
 	"time"
 	"unicode"
 
+	"go.uber.org/zap"
+
 	"github.com/durafeed/durafeed/internal/epk"
 	"github.com/durafeed/durafeed/slots"
-	"go.uber.org/zap"
 )
 
 // Defaults applied by New to zero-valued Options fields.
@@ -134,20 +135,7 @@ var reservedProps = map[string]bool{
 
 func (o Options) withDefaults() (Options, error) {
 	if o.ReplicaID == "" {
-		host, _ := os.Hostname()
-		host = strings.Map(func(r rune) rune {
-			if r == '/' || r == '\\' || r == '?' || r == '#' || unicode.IsControl(r) || unicode.IsSpace(r) {
-				return '-'
-			}
-			return r
-		}, host)
-		if len(host) > 100 {
-			host = host[:100]
-		}
-		if host == "" {
-			host = "replica"
-		}
-		o.ReplicaID = host + "-" + randomHex(4)
+		o.ReplicaID = DefaultReplicaID()
 	}
 	if err := checkReplicaID(o.ReplicaID); err != nil {
 		return o, err
@@ -239,6 +227,26 @@ func checkRanges(rs []epk.Range) error {
 		}
 	}
 	return nil
+}
+
+// DefaultReplicaID returns a new replica id: the host name (characters
+// a document id cannot hold replaced by '-', at most 100 bytes; "replica"
+// without one) and 8 random hex digits.
+func DefaultReplicaID() string {
+	host, _ := os.Hostname()
+	host = strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == '?' || r == '#' || unicode.IsControl(r) || unicode.IsSpace(r) {
+			return '-'
+		}
+		return r
+	}, host)
+	if len(host) > 100 {
+		host = host[:100]
+	}
+	if host == "" {
+		host = "replica"
+	}
+	return host + "-" + randomHex(4)
 }
 
 func randomHex(n int) string {

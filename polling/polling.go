@@ -10,12 +10,12 @@
 // Every queue document stores dispatchSlot = epk.SlotOf(EPK V2 of the
 // instance id, 256): stable across processes and releases, and a block of
 // consecutive slots is one EPK range of Cosmos DB's own placement.
-// Config.OrchestrationDispatchers / WorkerDispatchers split the slots into
-// contiguous shares; each fetch checks out the free share polled least
-// recently (behind the slotSource interface) and returns it. With more
-// concurrent fetchers than shares an extra fetcher polls the least
-// recently polled share instead of waiting. The event-driven mode replaces
-// slotSource with slot blocks leased across replicas.
+// Options.OrchestrationDispatchers / WorkerDispatchers split the slots
+// into contiguous shares (slots.Split); each fetch checks out the free
+// share polled least recently and returns it. With more concurrent
+// fetchers than shares an extra fetcher polls the least recently polled
+// share instead of waiting. The event-driven engine serves the slot blocks
+// it leases instead.
 package polling
 
 import (
@@ -66,15 +66,16 @@ type Dispatcher struct {
 	closed sync.Once
 }
 
-// New returns a Dispatcher and starts its reconciler; Close stops it.
-func New(s *store.Store, out *outbox.Outbox, o Options) *Dispatcher {
+// New returns a Dispatcher over s, delivering intents through an outbox
+// of its own, and starts its reconciler; Close stops it.
+func New(s *store.Store, o Options) *Dispatcher {
 	if o.ReconcileInterval <= 0 {
 		o.ReconcileInterval = DefaultReconcileInterval
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	d := &Dispatcher{s: s, out: out, log: o.Logger,
+	d := &Dispatcher{s: s, out: outbox.New(s, o.Logger, nil), log: o.Logger,
 		orch: newLocalShares(o.OrchestrationDispatchers), work: newLocalShares(o.WorkerDispatchers)}
 	ctx, cancel := context.WithCancel(context.Background())
 	d.stop = cancel

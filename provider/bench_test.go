@@ -8,6 +8,7 @@ import (
 
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/durable/history"
+	"github.com/durafeed/durafeed/slots"
 )
 
 // BenchmarkOperationCost reports Cosmos DB requests and simulated request
@@ -189,4 +190,52 @@ func BenchmarkIdleReplicaCost(b *testing.B) {
 			b.ReportMetric(charge/window.Seconds()/float64(b.N), "RU/s")
 		})
 	}
+}
+
+// BenchmarkReplicaOwnership measures what TestReplicasShareSlots waits
+// for, with the tests' lease settings (expiry 3 s, heartbeat 600 ms):
+// how long until the survivors own every slot after a graceful stop
+// (handoff-ms) and after a crash (takeover-ms, bounded by the expiry),
+// and how long a newcomer takes to own its share from New (join-ms).
+//
+//	go test -run '^$' -bench ReplicaOwnership -benchtime 3x ./provider/
+func BenchmarkReplicaOwnership(b *testing.B) {
+	var handoff, join, takeover time.Duration
+	for i := 0; i < b.N; i++ {
+		cfg := replicaConfig(freshContainer(fmt.Sprint("bench-owners-", i)))
+		cfg.joinEagerly = true
+		open := func(id string) *Provider {
+			c := cfg
+			c.ReplicaID = id
+			return openProvider(b, c)
+		}
+		await := func(what string, cond func() bool) time.Duration {
+			start := time.Now()
+			for !cond() {
+				if time.Since(start) > hang {
+					b.Fatalf("%s: not within %v", what, hang)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			return time.Since(start)
+		}
+		x, y, z := open("a"), open("b"), open("c")
+		await("start", func() bool { return ownedOnce(x, y, z) })
+		start := time.Now()
+		_ = z.Close()
+		await("hand-off", func() bool { return ownedOnce(x, y) })
+		handoff += time.Since(start)
+		start = time.Now()
+		w := open("d")
+		fair := slots.Count / 3 / (slots.Count / slots.DefaultBlocks) * (slots.Count / slots.DefaultBlocks)
+		await("join", func() bool { return ownedCount(w) >= fair })
+		join += time.Since(start)
+		await("balanced", func() bool { return ownedOnce(x, y, w) })
+		y.Crash()
+		takeover += await("take-over", func() bool { return ownedOnce(x, w) })
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Milliseconds()) / float64(b.N) }
+	b.ReportMetric(ms(handoff), "handoff-ms")
+	b.ReportMetric(ms(join), "join-ms")
+	b.ReportMetric(ms(takeover), "takeover-ms")
 }

@@ -45,7 +45,9 @@ func (m Mode) String() string {
 type Config struct {
 	// Store configures the connection, the container and the store's own
 	// behaviour (package store). Store.Endpoint is required, with
-	// Store.Key or Store.Credential.
+	// Store.Key or Store.Credential. In ModePolling a zero
+	// Store.InstanceCacheSize means no cache (the seeds' order: every lock
+	// and ack reads the instance document), not the store's default.
 	Store store.Options
 	// Mode selects event-driven (default) or polling dispatch.
 	Mode Mode

@@ -35,7 +35,7 @@ func newHeadsFixture(t *testing.T, cacheSize int) *headsFixture {
 	cfg.InstanceCacheSize = cacheSize
 	cfg.joinEagerly, cfg.idleLeave = true, time.Hour // fetches come late on a loaded machine
 	f.p = openProvider(t, cfg)
-	require.Eventually(t, func() bool { return positioned(f.p) && f.p.ev.HeadsComplete(f.inst) }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return positioned(f.p) && f.p.ev.HeadsComplete(f.inst) }, hang, 5*time.Millisecond)
 	f.client = openProvider(t, eventConfig(f.container))
 	f.took = middleware.record(f.container, f.inst)
 	return f
@@ -58,7 +58,7 @@ func (f *headsFixture) send(t *testing.T, items ...durable.WorkItem) {
 	for _, it := range items {
 		require.NoError(t, f.client.EnqueueForOrchestrator(context.Background(), it, 0))
 	}
-	require.Eventually(t, func() bool { return f.heads() == len(items) }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return f.heads() == len(items) }, hang, 5*time.Millisecond)
 	f.took()
 }
 
@@ -185,7 +185,7 @@ func TestBareLockNeedsCompleteHeads(t *testing.T) {
 	cfg := eventConfig(container)
 	cfg.joinEagerly, cfg.idleLeave = true, time.Hour
 	p := openProvider(t, cfg)
-	require.Eventually(t, func() bool { return positioned(p) && p.ev.HeadsComplete("fresh") }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return positioned(p) && p.ev.HeadsComplete("fresh") }, hang, 5*time.Millisecond)
 	require.False(t, p.ev.HeadsComplete("early"))
 
 	big := durable.ExternalRaised{Instance: "big", Name: "go", Data: strings.Repeat("x", engine.MaxHeadItemBytes)}
@@ -195,13 +195,13 @@ func TestBareLockNeedsCompleteHeads(t *testing.T) {
 	}
 	headsOf := p.ev.HeadCount
 	require.Eventually(t, func() bool { return headsOf("early") == 1 && headsOf("big") == 1 && headsOf("fresh") == 2 },
-		10*time.Second, 5*time.Millisecond, "the feed delivers the starts and the small event as heads")
+		hang, 5*time.Millisecond, "the feed delivers the starts and the small event as heads")
 	require.False(t, p.ev.HeadsComplete("big"))
 	require.True(t, p.ev.HeadsComplete("fresh"))
 
 	got := map[string]*durable.OrchestrationItem{}
 	for range 3 {
-		item, err := p.FetchOrchestrationItem(ctx, lockLong, 5*time.Second, nil)
+		item, err := p.FetchOrchestrationItem(ctx, lockLong, hang, nil)
 		require.NoError(t, err)
 		require.NotNil(t, item)
 		got[item.Instance] = item
@@ -299,16 +299,16 @@ func TestLostLeaseDropsHeads(t *testing.T) {
 		return out
 	}
 	a := replica("a")
-	require.Eventually(t, func() bool { return positioned(a) }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return positioned(a) }, hang, 5*time.Millisecond)
 	client := openProvider(t, eventConfig(container))
 	for i := range n {
 		require.NoError(t, client.EnqueueForOrchestrator(context.Background(),
 			durable.StartOrchestration{Instance: fmt.Sprint("handoff-", i), Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
 	}
-	require.Eventually(t, func() bool { return len(instances(a)) == n }, 10*time.Second, 5*time.Millisecond, "every start is a head")
+	require.Eventually(t, func() bool { return len(instances(a)) == n }, hang, 5*time.Millisecond, "every start is a head")
 
 	b := replica("b")
-	require.Eventually(t, func() bool { return ownedCount(b) > 0 }, 10*time.Second, 5*time.Millisecond, "b gets a share")
+	require.Eventually(t, func() bool { return ownedCount(b) > 0 }, hang, 5*time.Millisecond, "b gets a share")
 	require.Eventually(t, func() bool {
 		owned := a.ev.Owned()
 		kept := instances(a)
@@ -322,7 +322,7 @@ func TestLostLeaseDropsHeads(t *testing.T) {
 		// ends with: under load its heartbeats may be late enough for b
 		// to take every lease for a while (TestHeadIndex covers keeping).
 		return len(kept) < n
-	}, 10*time.Second, 5*time.Millisecond, "a keeps no head of a slot it lost")
+	}, hang, 5*time.Millisecond, "a keeps no head of a slot it lost")
 }
 
 // TestLeaveDropsHeads: a replica that leaves dispatch (no orchestration

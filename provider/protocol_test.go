@@ -269,10 +269,10 @@ func TestOutboxDeliveredOnceAfterFailure(t *testing.T) {
 		child, err = p.FetchOrchestrationItem(ctx, lockLong, 0, nil)
 		require.NoError(t, err)
 		return child != nil
-	}, 10*time.Second, 20*time.Millisecond)
+	}, hang, 20*time.Millisecond)
 	require.Equal(t, "child", child.Instance)
 	require.Len(t, child.Messages, 1)
-	require.Eventually(t, func() bool { return countDocs(t, container, "parent", "c.type = 'outbox_intent'") == 0 }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return countDocs(t, container, "parent", "c.type = 'outbox_intent'") == 0 }, hang, 20*time.Millisecond)
 	// A second delivery of the same intent is absorbed by its deterministic id.
 	var in outbox.Intent
 	in.InstanceID, in.TargetInstance, in.ID = "parent", "child", "intent:none"

@@ -2,14 +2,12 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/durable/history"
 	"github.com/durafeed/durafeed/engine"
-	"github.com/durafeed/durafeed/outbox"
 	"github.com/durafeed/durafeed/polling"
 	"github.com/durafeed/durafeed/store"
 )
@@ -46,8 +44,8 @@ type dispatcher interface {
 
 // Provider is the Cosmos DB implementation of durable.Provider and
 // durable.ProviderAdmin: a mode-free store (package store) and the
-// dispatcher of its Mode (package polling or engine), with outbox delivery
-// (package outbox) shared by both. Create it with New and release it with
+// dispatcher of its Mode (package polling or engine), each delivering
+// outbox intents through package outbox. Create it with New and release it with
 // Close.
 type Provider struct {
 	// ProviderAdmin is the management surface (durable.ProviderAdmin),
@@ -90,7 +88,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		if o.Logger == nil {
 			o.Logger = cfg.Logger
 		}
-		p.d = polling.New(s, outbox.New(s, cfg.Logger, nil), o)
+		p.d = polling.New(s, o)
 	case ModeEventDriven:
 		o := engine.Options{}
 		if cfg.EventDriven != nil {
@@ -99,9 +97,8 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		if o.Logger == nil {
 			o.Logger = cfg.Logger
 		}
-		var ev *engine.Engine
-		out := outbox.New(s, cfg.Logger, func(target json.RawMessage) { ev.Delivered(target) })
-		if ev, err = engine.New(s, out, o); err != nil {
+		ev, err := engine.New(s, o)
+		if err != nil {
 			return nil, fmt.Errorf("provider: %w", err)
 		}
 		p.d, p.ev = ev, ev

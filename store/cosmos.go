@@ -53,6 +53,15 @@ func (s *client) create(ctx context.Context, partition string, doc any, safe boo
 	})
 }
 
+// upsert writes a document whatever is there; repeating it is harmless,
+// so a write whose outcome is unknown is retried.
+func (s *client) upsert(ctx context.Context, partition string, doc []byte) error {
+	return s.retry.do(ctx, true, func() error {
+		_, err := s.c.UpsertItem(ctx, pk(partition), doc, nil)
+		return err
+	})
+}
+
 // replace replaces a document if its ETag still matches; it returns the new
 // ETag. A 412 is returned as is (the caller lost a race).
 func (s *client) replace(ctx context.Context, partition, id string, doc any, ifMatch string) (string, error) {

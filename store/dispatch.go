@@ -188,11 +188,11 @@ func (p *Store) Delete(ctx context.Context, partition, id string) error {
 	return err
 }
 
-// Upsert writes a document of the store's own format that dispatch owns
-// (the event-driven engine's backlog hints in the lease partition).
+// Upsert writes a document that dispatch owns (the event-driven engine's
+// backlog hints in the lease partition), retried like the store's own
+// writes.
 func (p *Store) Upsert(ctx context.Context, partition string, doc json.RawMessage) error {
-	_, err := p.s.c.UpsertItem(ctx, pk(partition), doc, nil)
-	return err
+	return p.s.upsert(ctx, partition, doc)
 }
 
 // Status returns the HTTP status code of a Cosmos DB error (0 for
@@ -258,6 +258,10 @@ type FeedDoc struct {
 	// RepairAt (instance documents) is when a pending publication or
 	// deletion becomes a repair's to finish (ms; 0 for none).
 	RepairAt int64
+	// Settles (orchestrator messages) is the id of the worker item, in the
+	// same instance, whose ack created this completion: that item is gone
+	// (the ack deleted it in the same batch). Empty when unknown.
+	Settles string
 }
 
 // DecodeFeedDoc decodes a changed document for dispatch, at time now (ms).
@@ -268,11 +272,15 @@ func (p *Store) DecodeFeedDoc(raw []byte, now int64) (FeedDoc, error) {
 		Publish    *publishRecord `json:"publish"`
 		Deleting   string         `json:"deleting"`
 		DeletingAt int64          `json:"deletingAt"`
+		Settles    string         `json:"settles"`
 	}
 	if err := json.Unmarshal(raw, &d); err != nil {
 		return FeedDoc{}, err
 	}
 	f := FeedDoc{Kind: kindOf(d.Type), QueueHead: d.QueueHead}
+	if f.Kind == FeedOrchestrator {
+		f.Settles = d.Settles
+	}
 	if f.Kind == FeedInstance {
 		f.LockHeld = d.LockToken != "" && d.LockedUntil > now
 		switch {

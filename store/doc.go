@@ -12,7 +12,7 @@
 // One container, partition key /instanceId (hash V2), created when missing
 // with a selective indexing policy (payloads never indexed) and composite
 // indexes for the queue scan, history reads and status lists. With an Entra
-// ID credential creation is skipped unless Config.CreateIfMissing is set
+// ID credential creation is skipped unless Options.CreateIfMissing is set
 // (data-plane RBAC cannot create resources); a missing container is then an
 // error naming database and container. Every document of an instance lives
 // in its logical partition, so ids need only be unique there and never
@@ -113,7 +113,7 @@
 //     the intents. Every step is idempotent.
 //
 // Recovery: the next fetch of the instance (before anything else) and the
-// reconciler's sweep publish any commit record; a fetch on an unlocked
+// repair pass publish any commit record; a fetch on an unlocked
 // instance with staging set (never committed) deletes the staged set.
 // Hence, whatever batch fails: the turn is either invisible (and retried)
 // or committed (and published exactly once). Tested by cutting a 250-event
@@ -127,10 +127,11 @@
 // (unique per turn, stable across retries of its ack). After the commit
 // they are delivered as orch_queue documents with id outbox:<key> in the
 // target partition (409 = already delivered), then the intent is deleted.
-// In polling mode the reconciler (started by New, stopped by Close, every
-// ReconcileInterval, for intents older than ReconcileAge; defaults 2 s)
-// delivers what is left. In event-driven mode delivery rides on the change
-// feed (below).
+// Delivery is package outbox's; the repair pass (Stale, then
+// outbox.Repair: polling's reconciler every 2 s, the engine's safety sweep
+// every 60 s) delivers what is left once it is older than RepairAge
+// (default 2 s). In event-driven mode delivery rides on the change feed
+// (package engine).
 //
 // # Cascading deletion (DeleteInstancesAtomic)
 //
@@ -146,7 +147,8 @@
 //     the instance document last; sessions used only by the deleted work
 //     go too. Counts come from what was deleted.
 //  4. A retry adopts already-marked instances and finishes the purge; the
-//     reconciler purges marks older than max(10 x ReconcileAge, 30 s).
+//     repair pass purges marks older than DeletionTimeout,
+//     max(10 x RepairAge, 30 s).
 //
 // Pruning deletes the pruned executions' records first (one batch: their
 // history becomes invisible at once), then their history documents.

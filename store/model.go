@@ -128,6 +128,10 @@ type queueDoc struct {
 	ActivityID  uint64 `json:"activityId,omitempty"`
 	SessionID   string `json:"sessionId"`
 	Tag         string `json:"tag"`
+	// Settles, on a completion a worker's ack created, is the id of the
+	// worker item that ack deleted in the same batch (same partition): a
+	// feed reader that sees the completion knows the item is gone.
+	Settles string `json:"settles,omitempty"`
 	// Staged documents (type "staged") become FinalType when published.
 	StagedBy  string `json:"stagedBy,omitempty"`
 	FinalType string `json:"finalType,omitempty"`

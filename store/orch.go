@@ -457,18 +457,7 @@ func (p *Store) queryTurn(ctx context.Context, instance string, exec uint64, wit
 	if err != nil {
 		return nil, v, nil, "", err
 	}
-	mark := uint64(0)
-	if v.exec != nil {
-		mark = v.exec.Mark
-	}
-	kept := v.history[:0]
-	for _, h := range v.history {
-		if h.EventID <= mark {
-			kept = append(kept, h)
-		}
-	}
-	v.history = kept
-	sort.Slice(v.history, func(i, j int) bool { return v.history[i].EventID < v.history[j].EventID })
+	v.keepCommitted()
 	return msgs, v, d, session, nil
 }
 

@@ -296,7 +296,14 @@ func (p *Store) readExecution(ctx context.Context, instance string, exec uint64,
 	if err != nil {
 		return v, err
 	}
-	// Only events at or below the execution's mark are committed.
+	v.keepCommitted()
+	return v, nil
+}
+
+// keepCommitted drops the history the query read beyond the execution's
+// mark (a large turn's staged events, invisible until its commit) and
+// sorts the rest by event id.
+func (v *partitionView) keepCommitted() {
 	mark := uint64(0)
 	if v.exec != nil {
 		mark = v.exec.Mark
@@ -309,7 +316,6 @@ func (p *Store) readExecution(ctx context.Context, instance string, exec uint64,
 	}
 	v.history = kept
 	sort.Slice(v.history, func(i, j int) bool { return v.history[i].EventID < v.history[j].EventID })
-	return v, nil
 }
 
 // decodeHistory decodes committed events; any undecodable event is an error.

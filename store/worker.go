@@ -208,6 +208,7 @@ func (p *Store) AckWorkItem(ctx context.Context, lockToken string, completion du
 			if err != nil {
 				return Commit{}, durable.Permanent(op, err, "encode completion")
 			}
+			d.Settles = q.ID
 			ops = append(ops, opCreate(d))
 			local = &d
 		} else {

@@ -43,14 +43,17 @@ func (t systemTimer) Stop() bool          { return t.t.Stop() }
 // Sleep waits d on the system clock, or until ctx ends. It reports whether
 // the wait ran its course: true when d passed (at once for d <= 0 while ctx
 // is alive), false when ctx ended first.
-func Sleep(ctx context.Context, d time.Duration) bool {
+func Sleep(ctx context.Context, d time.Duration) bool { return SleepOn(ctx, System{}, d) }
+
+// SleepOn is Sleep on clock c.
+func SleepOn(ctx context.Context, c Clock, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
 	}
-	t := time.NewTimer(d)
+	t := c.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 		return true
 	case <-ctx.Done():
 		return false
