@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 
 	"go.uber.org/zap"
@@ -55,6 +56,12 @@ type Write struct {
 	// WorkDone are worker items the write removed while this process held
 	// their lock (LockedUntil is that lock's expiry).
 	WorkDone []QueueHead
+}
+
+// merge returns w followed by o.
+func (w Write) merge(o Write) Write {
+	return Write{Visible: slices.Concat(w.Visible, o.Visible), Released: slices.Concat(w.Released, o.Released),
+		WorkDone: slices.Concat(w.WorkDone, o.WorkDone)}
 }
 
 // Commit is what a committed turn or work-item ack leaves for dispatch:

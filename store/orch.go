@@ -190,6 +190,9 @@ func (p *Store) lockInstanceBody(ctx context.Context, req LockRequest) (*durable
 	}
 	var pre *turnRead
 	var unused []Head
+	// gaveUp is what an attempt from the heads that took the lock and
+	// abandoned it wrote: the caller must follow it whatever comes next.
+	var gaveUp Write
 	if len(req.Heads) > 0 {
 		item, st, q, staleDoc, err := p.lockFromHeads(ctx, instance, c, req.Heads, req.HeadsComplete, lockTimeout, filter)
 		if item != nil || err != nil {
@@ -199,7 +202,12 @@ func (p *Store) lockInstanceBody(ctx context.Context, req LockRequest) (*durable
 			p.st.staleCache.Add(1)
 			c = nil
 		}
-		pre, unused = q, st.unusedHeads
+		pre, unused, gaveUp = q, st.unusedHeads, st.wrote
+	}
+	finish := func(item *durable.OrchestrationItem, st lockState, err error) (*durable.OrchestrationItem, lockState, error) {
+		st.unusedHeads = unused
+		st.wrote = gaveUp.merge(st.wrote)
+		return item, st, err
 	}
 	if c != nil {
 		item, st, err := p.lockTurn(ctx, instance, c, pre, req.SeedsOrder, lockTimeout, filter)
@@ -209,15 +217,12 @@ func (p *Store) lockInstanceBody(ctx context.Context, req LockRequest) (*durable
 			p.ic.restore(instance, *c)
 		}
 		if err == nil || !lostRace(err) {
-			st.unusedHeads = unused
-			return item, st, err
+			return finish(item, st, err)
 		}
 		p.st.staleCache.Add(1)
 		pre = nil
 	}
-	item, st, err := p.lockTurn(ctx, instance, nil, pre, req.SeedsOrder, lockTimeout, filter)
-	st.unusedHeads = unused
-	return item, st, err
+	return finish(p.lockTurn(ctx, instance, nil, pre, req.SeedsOrder, lockTimeout, filter))
 }
 
 // lockTurn is one attempt of lockInstanceBody, from the remembered
