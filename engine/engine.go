@@ -946,44 +946,29 @@ func (e *Engine) sweepLoop(s *session) {
 	}
 }
 
-// pruneReleased forgets released locks whose expiry has long passed, and
-// parked wakeups older than a minute (the sweep re-finds them).
+// pruneReleased forgets released locks whose expiry has long passed,
+// marks of settled and locked work items and parked wakeups older than a
+// minute (the sweep re-finds them), refused instances and hints not seen
+// for a minute.
 func (e *Engine) pruneReleased(now int64) {
+	cutoff := now - 60_000
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for k, until := range e.released {
-		if until < now-60_000 {
-			delete(e.released, k)
-		}
-	}
-	for k, until := range e.wreleased {
-		if until < now-60_000 {
-			delete(e.wreleased, k)
-		}
-	}
-	for k, at := range e.settled {
-		if at < now-60_000 {
-			delete(e.settled, k)
-		}
-	}
-	for k, until := range e.wlocked {
-		if until < now-60_000 {
-			delete(e.wlocked, k)
-		}
-	}
-	for k, pw := range e.parked {
-		if pw.parkedAt < now-60_000 {
-			delete(e.parked, k)
-		}
-	}
-	for k, r := range e.refused {
-		if r.at < now-60_000 {
-			delete(e.refused, k)
-		}
-	}
-	for r, h := range e.hinted {
-		if h.seenAt.UnixMilli() < now-60_000 {
-			delete(e.hinted, r) // a re-read brings it back only while its replica lives
+	pruneBefore(e.released, cutoff, func(until int64) int64 { return until })
+	pruneBefore(e.wreleased, cutoff, func(until int64) int64 { return until })
+	pruneBefore(e.settled, cutoff, func(at int64) int64 { return at })
+	pruneBefore(e.wlocked, cutoff, func(until int64) int64 { return until })
+	pruneBefore(e.parked, cutoff, func(pw parkedWI) int64 { return pw.parkedAt })
+	pruneBefore(e.refused, cutoff, func(r refusedOI) int64 { return r.at })
+	// A re-read brings a hint back only while its replica lives.
+	pruneBefore(e.hinted, cutoff, func(h hintSeen) int64 { return h.seenAt.UnixMilli() })
+}
+
+// pruneBefore deletes the entries of m whose time (ms) is before cutoff.
+func pruneBefore[V any](m map[string]V, cutoff int64, at func(V) int64) {
+	for k, v := range m {
+		if at(v) < cutoff {
+			delete(m, k)
 		}
 	}
 }

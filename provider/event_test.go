@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -399,19 +398,11 @@ func logLeftovers(t *testing.T, container string, rs ...*replica) {
 // leaseOwners returns the owner named by each lease document, as stored.
 func leaseOwners(t *testing.T, container string) []string {
 	t.Helper()
-	pager := rawContainer(t, container).NewQueryItemsPager("SELECT c.owner FROM c WHERE c.type = 'lease'",
-		azcosmos.NewPartitionKeyString(leasestore.DefaultPartitionKeyValue), nil)
 	var owners []string
-	for pager.More() {
-		page, err := pager.NextPage(context.Background())
-		require.NoError(t, err)
-		for _, it := range page.Items {
-			var d struct {
-				Owner string `json:"owner"`
-			}
-			require.NoError(t, json.Unmarshal(it, &d))
-			owners = append(owners, d.Owner)
-		}
+	for _, d := range queryRows[struct {
+		Owner string `json:"owner"`
+	}](t, container, leasestore.DefaultPartitionKeyValue, "SELECT c.owner FROM c WHERE c.type = 'lease'") {
+		owners = append(owners, d.Owner)
 	}
 	require.Len(t, owners, slots.DefaultBlocks)
 	return owners

@@ -36,13 +36,17 @@ type keyedOp struct {
 	charge float64
 }
 
-// faultRule fails the nth (1-based) matching request of a container.
+// faultRule fails the nth (1-based) matching request of a container;
+// with afterCommit the request is served first and its answer replaced by
+// the failure (a lost answer: the write committed, the caller cannot
+// know).
 type faultRule struct {
-	op     cosmosemu.OperationType
-	nth    int
-	seen   int
-	status int
-	fired  bool
+	op          cosmosemu.OperationType
+	nth         int
+	seen        int
+	status      int
+	fired       bool
+	afterCommit bool
 }
 
 type opCounter struct {
@@ -77,9 +81,13 @@ func (f *faultInjector) middleware(next cosmosemu.Handler) cosmosemu.Handler {
 			t.Stop()
 		}
 		var resp *cosmosemu.Response
-		if fail {
+		switch {
+		case fail && r.afterCommit:
+			next(ctx, req)
+			resp = cosmosemu.ErrorResponse(req, r.status, 0, "injected fault after commit")
+		case fail:
 			resp = cosmosemu.ErrorResponse(req, r.status, 0, "injected fault")
-		} else {
+		default:
 			resp = next(ctx, req)
 		}
 		if req.ResourceType == cosmosemu.ResourceDocument {
@@ -110,6 +118,17 @@ func (f *faultInjector) failNth(container string, op cosmosemu.OperationType, nt
 		f.rules = map[string]*faultRule{}
 	}
 	f.rules[container] = &faultRule{op: op, nth: nth, status: status}
+}
+
+// loseNthAnswer arms a rule on container: its nth request of op is served,
+// then answered with status instead of its result.
+func (f *faultInjector) loseNthAnswer(container string, op cosmosemu.OperationType, nth, status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rules == nil {
+		f.rules = map[string]*faultRule{}
+	}
+	f.rules[container] = &faultRule{op: op, nth: nth, status: status, afterCommit: true}
 }
 
 // disarm removes the container's rule and reports whether it fired.

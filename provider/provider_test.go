@@ -195,23 +195,31 @@ func (f *cosmosFactory) CorruptInstanceHistory(t testing.TB, store, instance str
 }
 
 func (f *cosmosFactory) MaxAttemptCount(t testing.TB, store, instance string) uint32 {
-	cc := rawContainer(t, store)
-	pager := cc.NewQueryItemsPager("SELECT c.attemptCount FROM c WHERE c.type = 'orch_queue'", azcosmos.NewPartitionKeyString(instance), nil)
-	var max uint32
+	var most uint32
+	for _, r := range queryRows[struct {
+		AttemptCount uint32 `json:"attemptCount"`
+	}](t, store, instance, "SELECT c.attemptCount FROM c WHERE c.type = 'orch_queue'") {
+		most = max(most, r.AttemptCount)
+	}
+	return most
+}
+
+// queryRows runs a query in one partition of a test container and decodes
+// every row.
+func queryRows[T any](t testing.TB, container, partition, sql string) []T {
+	t.Helper()
+	pager := rawContainer(t, container).NewQueryItemsPager(sql, azcosmos.NewPartitionKeyString(partition), nil)
+	var rows []T
 	for pager.More() {
 		page, err := pager.NextPage(context.Background())
 		require.NoError(t, err)
 		for _, raw := range page.Items {
-			var r struct {
-				AttemptCount uint32 `json:"attemptCount"`
-			}
+			var r T
 			require.NoError(t, json.Unmarshal(raw, &r))
-			if r.AttemptCount > max {
-				max = r.AttemptCount
-			}
+			rows = append(rows, r)
 		}
 	}
-	return max
+	return rows
 }
 
 func TestConformance(t *testing.T) {

@@ -297,6 +297,19 @@ func (p *Store) singleBatch(plan *turnPlan, ifMatch string) []batchOp {
 // turn turns out to be committed (the batch succeeded but its answer was
 // lost and the retry found the lock released by this very turn).
 func (p *Store) commitFailure(ctx context.Context, op string, plan *turnPlan, err error) error {
+	if unknownOutcome(err) {
+		// The answer was lost: the commit record says what happened.
+		d, rerr := p.readInstance(ctx, plan.instance)
+		committed := rerr == nil && d != nil && d.LastCommit == plan.commit
+		p.log.Info("the answer to a turn's commit was lost; read back", zap.String("instance", plan.instance),
+			zap.Bool("committed", committed), zap.Error(err))
+		if committed {
+			return nil
+		}
+		// Not (yet) committed: a retry of the ack is conditional on the
+		// lock, so it commits at most once.
+		return mapErr(op, err)
+	}
 	var be *batchError
 	if asBatchError(err, &be) {
 		switch {

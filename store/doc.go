@@ -160,9 +160,25 @@
 // retryable, a duplicate event id or a lost lock permanent). The Cosmos
 // error is kept as the Cause. Individual calls are retried with
 // exponential backoff (cenkalti/backoff), honouring x-ms-retry-after-ms,
-// at most 5 attempts and bounded by ctx; a write whose outcome is unknown
-// is retried only when repeating it is harmless. Logs carry instance ids,
-// operations and status codes, never keys or payloads.
+// at most 5 attempts and bounded by ctx.
+//
+// A request the service refused before acting on it (429, 449, 410) is
+// resent. A write whose outcome is unknown (a transport failure, 408,
+// 500, 502, 503, 504: it may have committed) is resent only when
+// repeating it is harmless (reads, upserts, deletes, creates with
+// deterministic ids); the SDK's generic retry layer is limited to refused
+// requests so that it cannot resend one either. The other writes read back
+// what committed instead:
+//
+//   - an enqueue reads its message back (found: done);
+//   - a lock (work item patch, orchestration lock batch) reads its token
+//     back, and a lock that landed is returned to its fetch instead of
+//     expiring unused;
+//   - a turn's ack reads the instance's commit record, a work item's ack
+//     the item it deletes, an abandon the item's lock.
+//
+// Each read-back is logged at Info with what it found. Logs carry
+// instance ids, operations and status codes, never keys or payloads.
 //
 // Admin queries across partitions use no ORDER BY, TOP, DISTINCT,
 // aggregates or GROUP BY (the gateway refuses them): they select a few

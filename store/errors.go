@@ -38,6 +38,38 @@ func retryableStatus(status int) bool {
 	return false
 }
 
+// refusedStatus reports a status the service answers before acting on a
+// request (throttled, routed to a partition that moved, asked to retry):
+// resending any write is harmless.
+func refusedStatus(status int) bool {
+	switch status {
+	case http.StatusTooManyRequests, 449, http.StatusGone:
+		return true
+	}
+	return false
+}
+
+// unknownOutcome reports an error after which a write may or may not have
+// been applied: a transport failure (a dropped or reset connection), a
+// request timeout or a server error. The official SDKs resend no write
+// then (nor does this package, unless repeating it is harmless); a caller
+// that must know reads back what committed.
+func unknownOutcome(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var be *batchError
+	if errors.As(err, &be) {
+		return false // the batch was answered: it failed as a whole
+	}
+	switch statusOf(err) {
+	case 0, http.StatusRequestTimeout, http.StatusInternalServerError, http.StatusBadGateway,
+		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
 // mapErr converts an error from a Cosmos DB call into a *durable.ProviderError.
 // 409 and 412 have no meaning without context: callers that know what a
 // conflict means (a lost race, a duplicate event) handle them before calling

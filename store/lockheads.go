@@ -130,6 +130,12 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 	}
 	res, berr := p.s.execBatch(ctx, instance, ops, false)
 	wg.Wait()
+	recovered := false
+	if berr != nil && !lostRace(berr) {
+		if etag, landed := p.lockLanded(ctx, instance, token, berr); landed {
+			res, berr, recovered = batchResult{etags: []string{etag}}, nil, true
+		}
+	}
 	if berr != nil {
 		if !lostRace(berr) {
 			return nil, st, nil, false, mapErr(op, berr)
@@ -217,7 +223,9 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 		instETag, res.session = res2.etags[0], res2.session
 		ops = ops2
 	}
-	p.ic.hold(token, nd, instETag, res.session, len(ops[0].body), q.view.kv, true)
+	if !recovered || res.session != "" {
+		p.ic.hold(token, nd, instETag, res.session, len(ops[0].body), q.view.kv, true)
+	}
 	item = turnItem(instance, token, keep, d, committed, q.view)
 	return item, lockState{heldUntil: until, more: len(drop) > 0, lockedMsgs: nd.LockedMsgs}, nil, false, nil
 }

@@ -355,15 +355,38 @@ func (p *Store) lockTurn(ctx context.Context, instance string, c *cachedInst, pr
 		ops = append(ops, opDelete(id))
 	}
 	res, err := p.s.execBatch(ctx, instance, ops, false)
-	if err != nil {
-		if lostRace(err) {
-			return nil, none, durable.Retryable(op, err, "instance %q was locked concurrently", instance)
+	switch {
+	case err == nil:
+		p.ic.hold(token, nd, res.etags[0], res.session, len(ops[0].body), view.kv, true)
+	case lostRace(err):
+		return nil, none, durable.Retryable(op, err, "instance %q was locked concurrently", instance)
+	default:
+		if _, landed := p.lockLanded(ctx, instance, token, err); !landed {
+			return nil, none, mapErr(op, err)
 		}
-		return nil, none, mapErr(op, err)
 	}
-	p.ic.hold(token, nd, res.etags[0], res.session, len(ops[0].body), view.kv, true)
 	item := turnItem(instance, token, keep, d, committed, view)
 	return item, lockState{heldUntil: until, more: more || len(drop) > 0, lockedMsgs: nd.LockedMsgs}, nil
+}
+
+// lockLanded reads back the instance document after a lock batch failed
+// with err: when err leaves the outcome unknown (a lost answer) and the
+// document carries the batch's token, the batch committed (it is atomic)
+// and the lock is ours; etag is then the document's version. The caller
+// goes on as if the batch had answered, instead of leaving the lock to
+// expire.
+func (p *Store) lockLanded(ctx context.Context, instance, token string, err error) (etag string, landed bool) {
+	if !unknownOutcome(err) {
+		return "", false
+	}
+	d, rerr := p.readInstance(ctx, instance)
+	landed = rerr == nil && d != nil && d.LockToken == token
+	if landed {
+		etag = d.ETag
+	}
+	p.log.Info("the answer to an orchestration lock was lost; read back", zap.String("instance", instance),
+		zap.Bool("landed", landed), zap.Error(err))
+	return etag, landed
 }
 
 // decodeMessages decodes msgs (work items) into keep, skipping the ids in

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -10,10 +11,11 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// retryPolicy bounds the retries of one Cosmos DB call. The SDK already
-// retries 429 itself; this layer adds bounded retries for the other
-// transient statuses and for transport failures, honouring the service's
-// x-ms-retry-after-ms hint.
+// retryPolicy bounds the retries of one Cosmos DB call: it is the only
+// layer that resends (the store turns the SDK's generic retries off; see
+// New), so that a write whose outcome is unknown is resent only when
+// repeating it is harmless. It honours the service's x-ms-retry-after-ms
+// hint.
 type retryPolicy struct {
 	initial  time.Duration
 	max      time.Duration
@@ -71,13 +73,25 @@ func (p retryPolicy) do(ctx context.Context, safe bool, f func() error) error {
 	}
 }
 
+// sdkShouldRetry is the SDK client's retry predicate: its generic retry
+// layer resends only what the service refused before acting on it (429
+// with its retry-after hint, 449, 410). A transport failure or a timeout
+// is left to the SDK's Cosmos policy (which resends a write only when it
+// was never sent) and to retryPolicy (which knows whether repeating the
+// call is harmless): the SDK would otherwise resend a create whose answer
+// was lost after it committed, for instance after an HTTP/2 stream reset.
+func sdkShouldRetry(resp *http.Response, err error) bool {
+	return err == nil && resp != nil && refusedStatus(resp.StatusCode)
+}
+
+// shouldRetry: a request the service refused before acting on it is
+// always resent; one whose outcome is unknown only when safe.
 func shouldRetry(err error, safe bool) bool {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	s := statusOf(err)
-	if s == 0 {
+	if unknownOutcome(err) {
 		return safe
 	}
-	return retryableStatus(s)
+	return refusedStatus(statusOf(err))
 }

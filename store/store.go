@@ -53,6 +53,10 @@ type Options struct {
 	// error.
 	CreateIfMissing *bool
 	// ClientOptions are passed to the SDK (transport, retries, telemetry).
+	// The store replaces Retry.ShouldRetry: the SDK's generic retries
+	// resend only requests the service refused before acting on them, so
+	// that no write whose outcome is unknown is resent behind the store's
+	// back (see the package documentation).
 	ClientOptions *azcosmos.ClientOptions
 	// RepairAge is how old an outbox intent, a large turn's publication
 	// record or a deletion mark must be before a repair pass takes it over
@@ -115,6 +119,7 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		opts = *o.ClientOptions
 	}
 	opts.PerCallPolicies = append(append([]policy.Policy{}, opts.PerCallPolicies...), pkHeaderPolicy{})
+	opts.Retry.ShouldRetry = sdkShouldRetry
 	var cl *azcosmos.Client
 	var err error
 	switch {
@@ -216,8 +221,8 @@ func (p *Store) EnqueueForWorker(ctx context.Context, item durable.WorkItem) (Wr
 	if err != nil {
 		return Write{}, durable.Permanent(op, err, "encode work item")
 	}
-	if err := p.s.create(ctx, d.InstanceID, d, false); err != nil {
-		return Write{}, mapErr(op, err)
+	if err := p.createMessage(ctx, op, d); err != nil {
+		return Write{}, err
 	}
 	return Write{Visible: []QueueHead{d.head()}}, nil
 }
@@ -236,10 +241,30 @@ func (p *Store) EnqueueForOrchestrator(ctx context.Context, item durable.WorkIte
 	if err != nil {
 		return Write{}, durable.Permanent(op, err, "encode work item")
 	}
-	if err := p.s.create(ctx, d.InstanceID, d, false); err != nil {
-		return Write{}, mapErr(op, err)
+	if err := p.createMessage(ctx, op, d); err != nil {
+		return Write{}, err
 	}
 	return Write{Visible: []QueueHead{d.head()}}, nil
+}
+
+// createMessage creates a queue message. It is not resent after a lost
+// answer (a resend could land after the first copy was consumed, as a
+// second message); the message is read back instead, and found means the
+// create committed. Not found is reported as a retryable error: the
+// create did not commit, or its message was consumed already.
+func (p *Store) createMessage(ctx context.Context, op string, d queueDoc) error {
+	err := p.s.create(ctx, d.InstanceID, d, false)
+	if err == nil || !unknownOutcome(err) {
+		return mapErr(op, err)
+	}
+	var back queueDoc
+	found, rerr := p.s.read(ctx, d.InstanceID, d.ID, &back)
+	p.log.Info("the answer to an enqueue was lost; read back", zap.String("instance", d.InstanceID),
+		zap.Bool("found", rerr == nil && found), zap.Error(err))
+	if rerr == nil && found {
+		return nil
+	}
+	return mapErr(op, err)
 }
 
 // partitionView is what one query over an instance's partition returns for

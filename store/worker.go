@@ -10,6 +10,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/google/uuid"
+	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/outbox"
@@ -84,26 +85,53 @@ func (p *Store) LockWorkIn(ctx context.Context, sh slots.Block, lockTimeout time
 			}
 		}
 		tries++
-		nonce := uuid.NewString()
-		token := makeToken(tokenWork, nonce, c.InstanceID, c.ID)
-		var pt azcosmos.PatchOperations
-		pt.AppendSet("/lockToken", token)
-		pt.AppendSet("/lockedUntil", nowMS()+durMS(lockTimeout))
-		pt.AppendIncrement("/attemptCount", 1)
-		var locked queueDoc
-		if _, err := p.s.patch(ctx, c.InstanceID, c.ID, pt, c.ETag, &locked); err != nil {
-			if lostRace(err) {
-				continue
-			}
-			return nil, mapErr(op, err)
+		item, _, err := p.lockWorkDoc(ctx, c, lockTimeout)
+		if err != nil || item != nil {
+			return item, err
 		}
-		item, err := durable.UnmarshalWorkItem([]byte(locked.WorkItem))
-		if err != nil {
-			return nil, durable.Permanent(op, err, "stored work item of %q cannot be decoded", c.InstanceID)
-		}
-		return &durable.LockedWorkItem{Item: item, LockToken: token, AttemptCount: locked.AttemptCount}, nil
 	}
 	return nil, nil
+}
+
+// lockWorkDoc locks the worker item q (If-Match the version read). It
+// returns nil when another fetch won the race, and the lock's expiry. A
+// lock whose answer was lost is read back: when the item carries this
+// lock's token, the lock is ours (instead of waiting for it to expire).
+func (p *Store) lockWorkDoc(ctx context.Context, q queueDoc, lockTimeout time.Duration) (*durable.LockedWorkItem, int64, error) {
+	const op = "fetch_work_item"
+	nonce := uuid.NewString()
+	token := makeToken(tokenWork, nonce, q.InstanceID, q.ID)
+	until := nowMS() + durMS(lockTimeout)
+	var pt azcosmos.PatchOperations
+	pt.AppendSet("/lockToken", token)
+	pt.AppendSet("/lockedUntil", until)
+	pt.AppendIncrement("/attemptCount", 1)
+	var locked queueDoc
+	if _, err := p.s.patch(ctx, q.InstanceID, q.ID, pt, q.ETag, &locked); err != nil {
+		switch {
+		case lostRace(err):
+			return nil, 0, nil
+		case !unknownOutcome(err):
+			return nil, 0, mapErr(op, err)
+		}
+		found, rerr := p.s.read(ctx, q.InstanceID, q.ID, &locked)
+		if rerr != nil {
+			return nil, 0, mapErr(op, err)
+		}
+		if !found || locked.LockToken != token {
+			p.log.Info("a work item lock whose answer was lost did not land", zap.String("instance", q.InstanceID), zap.Error(err))
+			if !found || locked.ETag != q.ETag {
+				return nil, 0, nil // taken or gone meanwhile
+			}
+			return nil, 0, mapErr(op, err)
+		}
+		p.log.Info("a work item lock whose answer was lost landed: it is ours", zap.String("instance", q.InstanceID), zap.Error(err))
+	}
+	item, err := durable.UnmarshalWorkItem([]byte(locked.WorkItem))
+	if err != nil {
+		return nil, 0, durable.Permanent(op, err, "stored work item of %q cannot be decoded", q.InstanceID)
+	}
+	return &durable.LockedWorkItem{Item: item, LockToken: token, AttemptCount: locked.AttemptCount}, until, nil
 }
 
 // ClaimSession makes cfg's owner the owner of the session sid unless
@@ -227,7 +255,25 @@ func (p *Store) AckWorkItem(ctx context.Context, lockToken string, completion du
 		if statusOf(err) == http.StatusPreconditionFailed || statusOf(err) == http.StatusNotFound {
 			return Commit{}, durable.Permanent(op, err, "work item lock of %q was lost", t.instance)
 		}
-		return Commit{}, mapErr(op, err)
+		if !unknownOutcome(err) {
+			return Commit{}, mapErr(op, err)
+		}
+		// The answer was lost. The batch deletes the item, so the item
+		// says what happened: gone, the ack committed; unchanged, it did
+		// not (a retry is conditional on the same version, so it commits
+		// at most once); changed, the lock was lost.
+		var now queueDoc
+		found, rerr := p.s.read(ctx, t.instance, q.ID, &now)
+		p.log.Info("the answer to a work item's ack was lost; read back", zap.String("instance", t.instance),
+			zap.Bool("committed", rerr == nil && !found), zap.Error(err))
+		switch {
+		case rerr != nil:
+			return Commit{}, mapErr(op, err)
+		case found && now.ETag == q.ETag:
+			return Commit{}, mapErr(op, err)
+		case found:
+			return Commit{}, durable.Permanent(op, err, "work item lock of %q was lost", t.instance)
+		}
 	}
 	c := Commit{Source: t.instance, session: q.SessionID}
 	c.WorkDone = []QueueHead{q.head()}
@@ -267,10 +313,22 @@ func (p *Store) AbandonWorkItem(ctx context.Context, lockToken string, delay tim
 		pt.AppendIncrement("/attemptCount", -1)
 	}
 	if _, err := p.s.patch(ctx, t.instance, q.ID, pt, q.ETag, nil); err != nil {
-		if !lostRace(err) {
+		switch {
+		case lostRace(err):
+			return Write{}, nil
+		case !unknownOutcome(err):
 			return Write{}, mapErr(op, err)
 		}
-		return Write{}, nil
+		// The answer was lost: the item no longer carrying the lock means
+		// the abandon landed (or the lock was lost anyway).
+		var now queueDoc
+		found, rerr := p.s.read(ctx, t.instance, q.ID, &now)
+		if rerr != nil || (found && now.LockToken == lockToken) {
+			return Write{}, mapErr(op, err)
+		}
+		if !found {
+			return Write{}, nil
+		}
 	}
 	q.LockToken, q.LockedUntil, q.VisibleAt = "", 0, nowMS()+durMS(delay)
 	return Write{Visible: []QueueHead{q.head()}}, nil
@@ -400,25 +458,5 @@ func (p *Store) ReadWork(ctx context.Context, instance, id string) (*WorkDoc, er
 // LockWork locks the worker item w (If-Match the version read). It
 // returns nil when another fetch won the race, and the lock's expiry.
 func (p *Store) LockWork(ctx context.Context, w *WorkDoc, lockTimeout time.Duration) (*durable.LockedWorkItem, int64, error) {
-	q := w.doc
-	const op = "fetch_work_item"
-	nonce := uuid.NewString()
-	token := makeToken(tokenWork, nonce, q.InstanceID, q.ID)
-	until := nowMS() + durMS(lockTimeout)
-	var pt azcosmos.PatchOperations
-	pt.AppendSet("/lockToken", token)
-	pt.AppendSet("/lockedUntil", until)
-	pt.AppendIncrement("/attemptCount", 1)
-	var locked queueDoc
-	if _, err := p.s.patch(ctx, q.InstanceID, q.ID, pt, q.ETag, &locked); err != nil {
-		if lostRace(err) {
-			return nil, 0, nil
-		}
-		return nil, 0, mapErr(op, err)
-	}
-	item, err := durable.UnmarshalWorkItem([]byte(locked.WorkItem))
-	if err != nil {
-		return nil, 0, durable.Permanent(op, err, "stored work item of %q cannot be decoded", q.InstanceID)
-	}
-	return &durable.LockedWorkItem{Item: item, LockToken: token, AttemptCount: locked.AttemptCount}, until, nil
+	return p.lockWorkDoc(ctx, w.doc, lockTimeout)
 }
