@@ -89,8 +89,14 @@ func cancellationScenarios() []Scenario {
 			require.Equal(h.T, []durable.WorkItem{completion}, item.Messages)
 		}},
 		{"renew_returns_missing_when_instance_deleted", func(h *H) {
+			// The instance never existed (as in duroxide's scenario): only
+			// its activity does.
 			inst := h.ID("inst-renew-missing")
 			require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, cancellationActivity(inst, 1, 1, "TestActivity")))
+			if a, ok := h.P.Admin(); ok {
+				_, err := a.GetInstanceInfo(h.Ctx, inst)
+				require.ErrorIs(h.T, err, durable.ErrPermanent, "the instance is missing")
+			}
 			w := h.MustFetchWork(h.P, LongLock)
 			cancellationRequireActivity(h, w, inst, 1, 1)
 
@@ -247,6 +253,13 @@ func cancellationScenarios() []Scenario {
 			// instance; if it survived, running it to completion is harmless.
 			w, err := h.P.FetchWorkItem(h.Ctx, LongLock, 0, nil, durable.AnyTag())
 			require.NoError(h.T, err)
+			if w == nil {
+				// Deleted with the instance, not merely hidden: no worker
+				// item is left anywhere.
+				d, err := admin.GetQueueDepths(h.Ctx)
+				require.NoError(h.T, err)
+				require.Zero(h.T, d.WorkerQueue, "the orphan activity is gone")
+			}
 			if w != nil {
 				cancellationRequireActivity(h, w, inst, 1, 2)
 				require.NoError(h.T, h.P.AckWorkItem(h.Ctx, w.LockToken,

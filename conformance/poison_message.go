@@ -152,7 +152,10 @@ func poisonWorkerNeverNegative(h *H) {
 	require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, queueActivity(id, 1)))
 	w := poisonFetchWork(h, id, 1, "first delivery")
 	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, w.LockToken, 0, true))
-	w = poisonFetchWork(h, id, 1, "after an ignore-attempt abandon from 1")
+	// The same token again: it no longer holds the item, so nothing is
+	// undone a second time (a count taken below zero would wrap).
+	_ = h.P.AbandonWorkItem(h.Ctx, w.LockToken, 0, true)
+	w = poisonFetchWork(h, id, 1, "after an ignore-attempt abandon from 1, repeated with the same token")
 	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, w.LockToken, 0, true))
 	w = poisonFetchWork(h, id, 1, "after a second ignore-attempt abandon: never below zero")
 	require.NoError(h.T, h.P.AckWorkItem(h.Ctx, w.LockToken, queueCompletion(id, 1, "done")))
@@ -195,9 +198,16 @@ func poisonOrchNeverNegative(h *H) {
 	id := h.ID("poison-orch-never-neg")
 	h.Enqueue(h.P, StartItem(id))
 	item := poisonFetchOrch(h, id, 1, "first delivery")
+	// A message that arrives while the batch is locked is not the fetch's:
+	// the abandon leaves its count (0) alone.
+	h.Enqueue(h.P, durable.ExternalRaised{Instance: id, Name: "late", Data: "1"})
 	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, item.LockToken, 0, true))
-	require.Equal(h.T, uint32(0), h.MaxAttemptCount(id))
+	require.Equal(h.T, uint32(0), h.MaxAttemptCount(id), "the locked message back to 0, the late one never below")
+	// The same token again: it no longer holds the instance.
+	_ = h.P.AbandonOrchestrationItem(h.Ctx, item.LockToken, 0, true)
+	require.Equal(h.T, uint32(0), h.MaxAttemptCount(id), "nothing undone twice")
 	item = poisonFetchOrch(h, id, 1, "after an ignore-attempt abandon from 1")
+	require.Len(h.T, item.Messages, 2)
 	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, item.LockToken, 0, true))
 	require.Equal(h.T, uint32(0), h.MaxAttemptCount(id), "never below zero")
 	item = poisonFetchOrch(h, id, 1, "after a second ignore-attempt abandon")

@@ -118,22 +118,23 @@ func queueWorkerAckAtomicity(h *H) {
 func queueTimerDelayedVisibility(h *H) {
 	id := h.ID("instance-a")
 	h.CreateInstance(h.P, id)
+	// A timer due after the scenario: never fetchable in it, however slow
+	// the run.
+	late := durable.TimerFired{Instance: id, ExecutionID: 1, ID: 3,
+		FireAtMS: uint64(time.Now().Add(LongLock).UnixMilli())}
+	require.NoError(h.T, h.P.EnqueueForOrchestrator(h.Ctx, late, LongLock))
+	h.NoOrch(h.P)
+
 	delay := h.Options().LockTimeout
 	timer := durable.TimerFired{Instance: id, ExecutionID: 1, ID: 2,
 		FireAtMS: uint64(time.Now().Add(delay).UnixMilli())}
 	enqueued := time.Now()
 	require.NoError(h.T, h.P.EnqueueForOrchestrator(h.Ctx, timer, delay))
-
-	h.NoOrch(h.P)
-	h.Sleep(delay / 2)
-	if time.Since(enqueued) < delay {
-		h.NoOrch(h.P)
-	}
 	h.Sleep(time.Until(enqueued.Add(delay + lockMargin(h))))
 
 	item := h.MustFetchOrch(h.P, LongLock)
 	require.Equal(h.T, id, item.Instance)
-	require.Equal(h.T, []durable.WorkItem{timer}, item.Messages)
+	require.Equal(h.T, []durable.WorkItem{timer}, item.Messages, "the due timer, without the later one")
 }
 
 func queueLostLockToken(h *H) {
@@ -156,7 +157,10 @@ func queueLostLockToken(h *H) {
 func queueWorkerImmediateVisibility(h *H) {
 	id := h.ID("immediate")
 	require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, queueActivity(id, 1)))
-	w := h.MustFetchWork(h.P, LongLock)
+	// One fetch, not a retried one: visible as soon as the enqueue returns.
+	w, err := h.P.FetchWorkItem(h.Ctx, LongLock, 0, nil, durable.AnyTag())
+	require.NoError(h.T, err)
+	require.NotNil(h.T, w, "the item is visible as soon as its enqueue returns")
 	require.Equal(h.T, queueActivity(id, 1), queueActivityOf(h, w))
 	require.Equal(h.T, uint32(1), w.AttemptCount)
 	require.NotEmpty(h.T, w.LockToken)
@@ -171,22 +175,21 @@ func queueWorkerDelayedSkipsFuture(h *H) {
 
 	first := h.MustFetchWork(h.P, LongLock)
 	require.Equal(h.T, uint64(1), queueActivityOf(h, first).ID)
-	delay := h.Options().LockTimeout
-	abandoned := time.Now()
-	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, first.LockToken, delay, false))
-
-	// The delayed item is unlocked but not yet visible: the next one is served.
+	// Delayed past the scenario: unlocked but never visible in it, however
+	// slow the run, so the next item is served, then none.
+	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, first.LockToken, LongLock, false))
 	second := h.MustFetchWork(h.P, LongLock)
 	require.Equal(h.T, uint64(2), queueActivityOf(h, second).ID, "a delayed item must be skipped")
-	if time.Since(abandoned) < delay {
-		h.NoWork(h.P)
-	}
+	h.NoWork(h.P)
 
+	// Delayed briefly: visible again once the delay passes.
+	delay := h.Options().LockTimeout
+	abandoned := time.Now()
+	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, second.LockToken, delay, false))
 	h.Sleep(time.Until(abandoned.Add(delay + lockMargin(h))))
 	third := h.MustFetchWork(h.P, LongLock)
-	require.Equal(h.T, uint64(1), queueActivityOf(h, third).ID, "the delayed item is visible after its delay")
-	require.NoError(h.T, h.P.AckWorkItem(h.Ctx, second.LockToken, queueCompletion(id, 2, "done")))
-	require.NoError(h.T, h.P.AckWorkItem(h.Ctx, third.LockToken, queueCompletion(id, 1, "done")))
+	require.Equal(h.T, uint64(2), queueActivityOf(h, third).ID, "the delayed item is visible after its delay")
+	require.NoError(h.T, h.P.AckWorkItem(h.Ctx, third.LockToken, queueCompletion(id, 2, "done")))
 	h.NoWork(h.P)
 }
 
@@ -267,20 +270,24 @@ func queueOrchestratorDelayedExcluded(h *H) {
 	h.CreateInstance(h.P, id)
 	delay := h.Options().LockTimeout
 	now := durable.ExternalRaised{Instance: id, Name: "now", Data: "1"}
-	later := durable.ExternalRaised{Instance: id, Name: "later", Data: "2"}
-	enqueued := time.Now()
-	require.NoError(h.T, h.P.EnqueueForOrchestrator(h.Ctx, later, delay))
+	soon := durable.ExternalRaised{Instance: id, Name: "soon", Data: "2"}
+	never := durable.ExternalRaised{Instance: id, Name: "never", Data: "3"} // due after the scenario
+	require.NoError(h.T, h.P.EnqueueForOrchestrator(h.Ctx, never, LongLock))
 	h.Enqueue(h.P, now)
 
 	item := h.MustFetchOrch(h.P, LongLock)
-	if time.Since(enqueued) < delay {
-		require.Equal(h.T, []durable.WorkItem{now}, item.Messages, "a message not yet visible must not join the batch")
-	}
+	require.Equal(h.T, []durable.WorkItem{now}, item.Messages, "a message not yet visible must not join the batch")
+	// Enqueued delayed while the batch is locked, so it is waiting, not
+	// visible, when the batch is acked.
+	enqueued := time.Now()
+	require.NoError(h.T, h.P.EnqueueForOrchestrator(h.Ctx, soon, delay))
 	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1}))
 
 	h.Sleep(time.Until(enqueued.Add(delay + lockMargin(h))))
 	rest := h.MustFetchOrch(h.P, LongLock)
-	require.Equal(h.T, []durable.WorkItem{later}, rest.Messages, "the delayed message survives the ack of the earlier batch")
+	require.Equal(h.T, []durable.WorkItem{soon}, rest.Messages, "the delayed message survives the ack of the earlier batch")
+	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, rest.LockToken, durable.OrchestrationTurn{ExecutionID: 1}))
+	h.NoOrch(h.P) // never is still delayed, and neither ack deleted it
 }
 
 func queueTimerFromAckVisibleAtFireTime(h *H) {
@@ -290,18 +297,19 @@ func queueTimerFromAckVisibleAtFireTime(h *H) {
 	delay := h.Options().LockTimeout
 	fireAt := time.Now().Add(delay)
 	timer := durable.TimerFired{Instance: id, ExecutionID: 1, ID: 2, FireAtMS: uint64(fireAt.UnixMilli())}
+	// A second timer fires after the scenario: never fetchable in it,
+	// however slow the run.
+	far := durable.TimerFired{Instance: id, ExecutionID: 1, ID: 3, FireAtMS: uint64(time.Now().Add(LongLock).UnixMilli())}
 	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, item.LockToken, durable.OrchestrationTurn{
 		ExecutionID: 1,
 		HistoryDelta: []history.Event{Started(id, 1),
-			Event(id, 1, 2, history.TimerCreated{FireAtMS: timer.FireAtMS})},
-		OrchestratorItems: []durable.WorkItem{timer},
+			Event(id, 1, 2, history.TimerCreated{FireAtMS: timer.FireAtMS}),
+			Event(id, 1, 3, history.TimerCreated{FireAtMS: far.FireAtMS})},
+		OrchestratorItems: []durable.WorkItem{timer, far},
 		Metadata:          StartedMetadata(),
 	}))
-	if time.Now().Before(fireAt) {
-		h.NoOrch(h.P)
-	}
 	h.Sleep(time.Until(fireAt.Add(lockMargin(h))))
 	fired := h.MustFetchOrch(h.P, LongLock)
-	require.Equal(h.T, []durable.WorkItem{timer}, fired.Messages)
-	require.Len(h.T, fired.History, 2)
+	require.Equal(h.T, []durable.WorkItem{timer}, fired.Messages, "the due timer, without the later one")
+	require.Len(h.T, fired.History, 3)
 }

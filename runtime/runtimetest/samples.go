@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -479,27 +480,31 @@ func sampleTyped(t *testing.T, f Factory) {
 
 func sampleDeterministicValues(t *testing.T, f Factory) {
 	e := NewEnv(t, f)
-	runtime.RegisterActivity(e.Reg, "Noop", func(_ context.Context, _ string) (string, error) { return "", nil })
+	runtime.RegisterActivity(e.Reg, "Echo", func(_ context.Context, v string) (string, error) { return v, nil })
 	runtime.RegisterOrchestration(e.Reg, "Values", func(ctx *runtime.OrchestrationContext, _ string) ([]string, error) {
 		g := ctx.NewGUID().String()
 		now := ctx.Now().UnixMilli()
-		if _, err := ctx.CallActivity("Noop", "").AwaitRaw(); err != nil {
+		// The activity's result is what the first run of this code took;
+		// the last run, replaying the history, takes the values again:
+		// deterministic values are the same.
+		var first string
+		if err := ctx.CallActivity("Echo", fmt.Sprint(g, " ", now)).Await(&first); err != nil {
 			return nil, err
 		}
-		// Values taken before the activity are the same after replay.
 		ctx.SetKV("guid", g)
-		return []string{g, fmt.Sprint(now), fmt.Sprint(ctx.Now().UnixMilli() >= now)}, nil
+		return []string{fmt.Sprint(g, " ", now), first, fmt.Sprint(ctx.Now().UnixMilli() >= now)}, nil
 	})
 	e.StartDefault()
 	require.NoError(t, e.Client.StartOrchestration(e.Ctx(), "values", "Values", ""))
 	var out []string
 	e.RequireCompleted("values", &out)
 	require.Len(t, out, 3)
-	require.Equal(t, "true", out[2])
+	require.Equal(t, out[1], out[0], "the GUID and time of the last replay are the first run's")
+	require.Equal(t, "true", out[2], "orchestration time does not go backwards")
 	v, ok, err := e.Client.GetKVValue(e.Ctx(), "values", "guid")
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.Equal(t, out[0], v)
+	require.Equal(t, strings.Fields(out[0])[0], v)
 }
 
 func registerVersions(reg *runtime.Registry) {
@@ -710,10 +715,22 @@ func sampleSelfPruning(t *testing.T, f Factory) {
 
 func sampleConfigReload(t *testing.T, f Factory) {
 	e := NewEnv(t, f)
-	var cycles atomic.Int32
+	var mu sync.Mutex
+	var applied, dequeued []string // in the order the activities ran
+	note := func(to *[]string, v string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if n := len(*to); n == 0 || (*to)[n-1] != v { // an activity may run twice
+			*to = append(*to, v)
+		}
+	}
 	runtime.RegisterActivity(e.Reg, "Work", func(_ context.Context, cfg string) (string, error) {
-		cycles.Add(1)
+		note(&applied, cfg)
 		return cfg, nil
+	})
+	runtime.RegisterActivity(e.Reg, "Dequeued", func(_ context.Context, v string) (string, error) {
+		note(&dequeued, v)
+		return v, nil
 	})
 	runtime.RegisterOrchestration(e.Reg, "ConfigLoop", func(ctx *runtime.OrchestrationContext, cfg string) (string, error) {
 		// Drain every update that arrived, without blocking.
@@ -728,6 +745,9 @@ func sampleConfigReload(t *testing.T, f Factory) {
 			}
 			var v string
 			if err := upd.Await(&v); err != nil {
+				return "", err
+			}
+			if _, err := ctx.CallActivity("Dequeued", v).AwaitRaw(); err != nil {
 				return "", err
 			}
 			cfg = v
@@ -756,6 +776,11 @@ func sampleConfigReload(t *testing.T, f Factory) {
 	var out string
 	e.RequireCompleted("config", &out)
 	require.Equal(t, "final v3", out)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"v1", "v2", "v3"}, dequeued, "every update dequeued once, in order")
+	require.Equal(t, "v3", applied[len(applied)-1])
+	require.True(t, slices.IsSorted(applied), "configurations applied in order: %v", applied)
 }
 
 func sampleTags(t *testing.T, f Factory) {

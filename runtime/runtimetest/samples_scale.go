@@ -3,6 +3,7 @@ package runtimetest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -329,10 +330,26 @@ func sampleLargeFanOutTwoRuntimes(t *testing.T, f Factory) {
 	e := NewEnv(t, f)
 	log := newActivityLog()
 	const n, shards = 200, 4
+	// An activity waits (a bounded time) until the other runtime has run
+	// one too, so that one runtime cannot drain the queue before the
+	// other's first fetch: both must take part, and a provider that serves
+	// only one of them fails the check below.
+	first := map[string]chan struct{}{"fan-a": make(chan struct{}), "fan-b": make(chan struct{})}
+	var once [2]sync.Once
+	other := map[string]string{"fan-a": "fan-b", "fan-b": "fan-a"}
 	reg := func() *runtime.Registry {
 		r := runtime.NewRegistry()
 		runtime.RegisterActivity(r, "Checksum", func(ctx context.Context, v int) (int, error) {
 			log.record(ctx)
+			info, _ := runtime.ActivityInfoFrom(ctx)
+			if i := slices.Index([]string{"fan-a", "fan-b"}, info.WorkerNodeID); i >= 0 {
+				once[i].Do(func() { close(first[info.WorkerNodeID]) })
+				select {
+				case <-first[other[info.WorkerNodeID]]:
+				case <-ctx.Done():
+				case <-time.After(10 * time.Second):
+				}
+			}
 			return v*7 + 3, nil
 		})
 		runtime.RegisterOrchestration(r, "FanOutShard", func(ctx *runtime.OrchestrationContext, rg shardRange) ([]int, error) {
@@ -384,6 +401,7 @@ func sampleLargeFanOutTwoRuntimes(t *testing.T, f Factory) {
 		perNode[nodes[0]]++
 	}
 	t.Logf("activities per runtime: %v", perNode)
+	require.Len(t, perNode, 2, "both runtimes executed activities")
 	for i := 0; i < shards; i++ {
 		events, err := e.Client.ReadHistory(e.Ctx(), fmt.Sprintf("big-fan-shard-%d", i))
 		require.NoError(t, err)
