@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
+	"time"
 
+	"github.com/durafeed/durafeed/slots"
 	"github.com/durafeed/durafeed/wakeup"
 )
 
@@ -45,6 +47,38 @@ func (e *Engine) Joined() bool { return e.isJoined() }
 // Owned returns the dispatch slots whose lease this replica holds now
 // (empty while it has not joined).
 func (e *Engine) Owned() wakeup.Set { return e.ownedSet() }
+
+// BlockOwner is one lease block of dispatch slots and who holds it, as
+// this replica last saw the lease document.
+type BlockOwner struct {
+	Block slots.Block
+	// Owner is the holder's replica id; "" for a free block.
+	Owner string
+	// Epoch counts the block's ownership changes.
+	Epoch int64
+	// Since is when the block passed to Owner, by the clock of the
+	// replica that wrote the change (zero when unknown).
+	Since time.Time
+}
+
+// Ownership returns every lease block, who holds it and since when, as
+// this replica sees the lease documents (at most a lease-watch period
+// behind the store); nil while the replica has not joined.
+func (e *Engine) Ownership() []BlockOwner {
+	s := e.sess.Load()
+	if s == nil {
+		return nil
+	}
+	blocks := slots.Split(e.opts.Leases.Blocks)
+	var out []BlockOwner
+	for _, l := range s.store.Leases() {
+		if l.Index < 0 || l.Index >= len(blocks) {
+			continue
+		}
+		out = append(out, BlockOwner{Block: blocks[l.Index], Owner: l.Owner, Epoch: l.Epoch, Since: l.AcquiredAt})
+	}
+	return out
+}
 
 // ErrClosed is returned by Join after Close.
 var ErrClosed = errors.New("engine: closed")

@@ -492,6 +492,7 @@ func (s *Store) transfer(ctx context.Context, idx int, epoch int64, target strin
 		}
 		doc := v.doc
 		doc.Owner, doc.Epoch, doc.Rev, doc.StealBy = target, doc.Epoch+1, doc.Rev+1, ""
+		doc.AcquiredAt = wallString(s.opts.WallClock())
 		etag, err := s.replaceLease(ctx, doc, v.etag)
 		if err == nil {
 			s.mu.Lock()

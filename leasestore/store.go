@@ -87,6 +87,9 @@ type LeaseInfo struct {
 	Epoch int64
 	// Continuation is the last checkpointed continuation.
 	Continuation string
+	// AcquiredAt is when the lease passed to Owner, by the clock of the
+	// replica that wrote the change (informational; zero when unknown).
+	AcquiredAt time.Time
 }
 
 // Event is an ownership change of this replica (see Options.OnChange).
@@ -219,6 +222,29 @@ func (s *Store) Owned() []LeaseInfo {
 		out = append(out, s.infoLocked(l))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
+	return out
+}
+
+// Leases returns every lease as this replica last saw its document (its
+// own writes, the lease partition's change feed and queries), ordered by
+// index: who owns which range (Owner "" for a free lease), under which
+// epoch, since when. Another replica's view may be newer by a watch
+// period.
+func (s *Store) Leases() []LeaseInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]LeaseInfo, 0, len(s.leases))
+	for i, v := range s.leases {
+		if !v.known {
+			continue
+		}
+		li := LeaseInfo{ID: leaseID(i), Index: i, Range: s.opts.Ranges[i], Owner: v.doc.Owner, Epoch: v.doc.Epoch,
+			Continuation: v.doc.Continuation}
+		if at, err := time.Parse(time.RFC3339Nano, v.doc.AcquiredAt); err == nil {
+			li.AcquiredAt = at
+		}
+		out = append(out, li)
+	}
 	return out
 }
 

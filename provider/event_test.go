@@ -17,6 +17,7 @@ import (
 
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/durable/history"
+	"github.com/durafeed/durafeed/engine"
 	"github.com/durafeed/durafeed/leasestore"
 	"github.com/durafeed/durafeed/slots"
 	"github.com/durafeed/durafeed/wakeup"
@@ -395,6 +396,32 @@ func logLeftovers(t *testing.T, container string, rs ...*replica) {
 	}
 }
 
+// requireOwnershipView waits until viewer's Ownership names, for every
+// lease block, the replica among rs whose Owned holds it, with the time
+// it got it.
+func requireOwnershipView(t *testing.T, viewer *replica, rs ...*replica) {
+	t.Helper()
+	byName := map[string]*replica{}
+	for _, r := range rs {
+		byName[r.name] = r
+	}
+	var last []engine.BlockOwner
+	require.Eventually(t, func() bool {
+		last = viewer.p.Engine().Ownership()
+		if len(last) != slots.DefaultBlocks {
+			return false
+		}
+		for _, bo := range last {
+			r := byName[bo.Owner]
+			if r == nil || !r.p.ev.Owned().Contains(bo.Block.First) || bo.Since.IsZero() {
+				return false
+			}
+		}
+		return true
+	}, hang, 5*time.Millisecond, "replica %s's view of who owns which block", viewer.name)
+	t.Logf("ownership seen by %s: %+v", viewer.name, last)
+}
+
 // leaseOwners returns the owner named by each lease document, as stored.
 func leaseOwners(t *testing.T, container string) []string {
 	t.Helper()
@@ -426,6 +453,7 @@ func TestReplicasShareSlots(t *testing.T) {
 		return ownedCount(a.p) > 0 && ownedCount(b.p) > 0 && ownedCount(c.p) > 0
 	}, hang, 10*time.Millisecond, "every replica gets slots")
 	requireBalanced(t, a, b, c)
+	requireOwnershipView(t, a, a, b, c)
 
 	// Graceful stop: the hand-off is written before Close returns.
 	c.stop()
@@ -451,6 +479,7 @@ func TestReplicasShareSlots(t *testing.T) {
 	t.Logf("crash take-over took %v (lease expiry %v)", took, cfg.LeaseExpiry)
 	require.NotContains(t, leaseOwners(t, container), "b")
 	requireBalanced(t, a, d)
+	requireOwnershipView(t, d, a, d)
 }
 
 // TestReplicasHistoryConsistentUnderChurn drives a few hundred instances
