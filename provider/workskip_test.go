@@ -75,7 +75,7 @@ func TestOwnerDropsWakeupOfItemAckedElsewhere(t *testing.T) {
 	ctx := context.Background()
 	got := f.takeElsewhere(t, time.Minute)
 	require.NoError(t, f.other.AckWorkItem(ctx, got.LockToken, durable.ActivityCompleted{Instance: "inst", ExecutionID: 1, ID: 7, Result: "1"}))
-	require.Eventually(t, func() bool { return f.owner.ev.Stats().WorkSettled == 1 }, hang, time.Millisecond,
+	require.Eventually(t, func() bool { return f.owner.ev.Stats().WorkSettled >= 1 }, hang, time.Millisecond,
 		"the owner's feed shows the completion naming the item")
 	item, err := f.owner.FetchWorkItem(ctx, time.Minute, 200*time.Millisecond, nil, durable.DefaultOnlyTags())
 	require.NoError(t, err)

@@ -49,8 +49,10 @@ func RunSamples(t *testing.T, f Factory) {
 	}
 }
 
-// Timeout bounds how long a sample waits for an instance.
-const Timeout = 30 * time.Second
+// Timeout bounds how long a sample waits for an instance: long enough
+// that only a hang reaches it on a loaded machine (a sample takes seconds
+// alone; with the suite running twice on 2 cores, several times that).
+const Timeout = 2 * time.Minute
 
 // FastOptions are runtime options suited to tests: short idle backoff and
 // lock timeouts, and a logger bound to t.
