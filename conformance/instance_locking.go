@@ -193,7 +193,9 @@ func lockingCompletionsDuringLock(h *H) {
 	lt := h.Options().LockTimeout
 	p2 := h.Open()
 	h.Enqueue(h.P, StartItem(id))
-	first := h.MustFetchOrch(h.P, lt)
+	// A long lock, so that the checks below run while it holds however
+	// slow the run; then cut to lt, to let it expire.
+	first := h.MustFetchOrch(h.P, LongLock)
 	require.Equal(h.T, id, first.Instance)
 
 	for i := range uint64(3) {
@@ -203,6 +205,7 @@ func lockingCompletionsDuringLock(h *H) {
 	h.NoOrch(h.P)
 	h.NoOrch(p2)
 
+	require.NoError(h.T, h.P.RenewOrchestrationItemLock(h.Ctx, first.LockToken, lt))
 	h.Sleep(lockExpiryWait(h))
 	item := lockingFetchBatch(h, p2, LongLock, 4)
 	require.Equal(h.T, id, item.Instance)

@@ -27,6 +27,16 @@ func lostAnswerProvider(t *testing.T, name string) (*Provider, string) {
 	return openProvider(t, quietConfig(container)), container
 }
 
+// lostAnswerInstance is lostAnswerProvider with instance "i" created and
+// an event waiting for its next turn.
+func lostAnswerInstance(t *testing.T, name string) (*Provider, string) {
+	t.Helper()
+	p, container := lostAnswerProvider(t, name)
+	createInstance(t, p, "i", "")
+	require.NoError(t, p.EnqueueForOrchestrator(context.Background(), durable.ExternalRaised{Instance: "i", Name: "go"}, 0))
+	return p, container
+}
+
 // TestLostAnswerOnEnqueue: an enqueue whose create committed but whose
 // answer was lost succeeds once: the store does not resend it (a resend
 // after the message was consumed would be a second message), it reads it
@@ -54,10 +64,8 @@ func TestLostAnswerOnEnqueue(t *testing.T) {
 func TestLostAnswerOnLocks(t *testing.T) {
 	t.Parallel()
 	for _, status := range unknownOutcomes {
-		p, container := lostAnswerProvider(t, "lost-lock-"+http.StatusText(status)[:3])
+		p, container := lostAnswerInstance(t, "lost-lock-"+http.StatusText(status)[:3])
 		ctx := context.Background()
-		createInstance(t, p, "i", "")
-		require.NoError(t, p.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: "i", Name: "go"}, 0))
 		middleware.loseNthAnswer(container, cosmosemu.OpBatch, 1, status)
 		item, err := p.FetchOrchestrationItem(ctx, time.Hour, 0, nil)
 		require.True(t, middleware.disarm(container))
@@ -83,10 +91,8 @@ func TestLostAnswerOnLocks(t *testing.T) {
 func TestLostAnswerOnAcks(t *testing.T) {
 	t.Parallel()
 	for _, status := range unknownOutcomes {
-		p, container := lostAnswerProvider(t, "lost-ack-"+http.StatusText(status)[:3])
+		p, container := lostAnswerInstance(t, "lost-ack-"+http.StatusText(status)[:3])
 		ctx := context.Background()
-		createInstance(t, p, "i", "")
-		require.NoError(t, p.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: "i", Name: "go"}, 0))
 		item := mustFetchOrch(t, p, time.Hour)
 		middleware.loseNthAnswer(container, cosmosemu.OpBatch, 1, status)
 		require.NoError(t, p.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,

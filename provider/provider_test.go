@@ -133,8 +133,15 @@ func eventConfig(container string) testCfg {
 }
 
 // newProvider opens a provider of c; with joinEagerly it joins dispatch
-// and waits (bounded, for a loaded machine) for its share.
+// and waits (bounded, for a loaded machine) for its share, and keeps it
+// however long the test goes without an orchestration fetch (unless
+// idleLeave says otherwise): on a loaded machine a test's gaps between
+// fetches can exceed the default 5 s, and a replica that left would stop
+// reading the feed the test waits on.
 func newProvider(ctx context.Context, c testCfg) (*Provider, error) {
+	if c.joinEagerly && c.idleLeave == 0 {
+		c.idleLeave = time.Hour
+	}
 	p, err := New(ctx, c.config())
 	if err != nil {
 		return nil, err
