@@ -150,6 +150,14 @@
 // conditions; they scan again while the hint lasts, once the last scan's
 // findings are taken, and forget a hint whose sequence number has not
 // moved for 10 s. Orchestration turns never move: only activities spread.
+// A helper signals its scan's due items from a random place in the list
+// (the owner goes oldest first), so that the replicas do not race for the
+// same item at every step. The owner, which holds a wakeup for every item
+// of its slots, drops without a read the wakeups of items its feed showed
+// taken: acked (a completion created by a worker's ack names the item the
+// ack deleted, store.FeedDoc.Settles) or locked (wakeups from before the
+// lock's expiry; a version without a lock clears the mark). Stats counts
+// both (WorkSettled, WorkSkipped).
 //
 // # Defaults and cost (event-driven)
 //
