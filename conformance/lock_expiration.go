@@ -190,11 +190,12 @@ func expiryWorkerRenewalSuccess(h *H) {
 	id := h.ID("renew")
 	lt := h.Options().LockTimeout
 	require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, queueActivity(id, 1)))
-	w := h.MustFetchWork(h.P, lt)
+	// A long lock: it still holds at the renewal however slow the run.
+	w := h.MustFetchWork(h.P, LongLock)
 	h.NoWork(h.P)
 	h.Sleep(lt / 5)
 
-	require.NoError(h.T, h.P.RenewWorkItemLock(h.Ctx, w.LockToken, lt))
+	require.NoError(h.T, h.P.RenewWorkItemLock(h.Ctx, w.LockToken, LongLock))
 	h.NoWork(h.P)
 	// The renewed token is still the item's lock.
 	require.NoError(h.T, h.P.AckWorkItem(h.Ctx, w.LockToken, queueCompletion(id, 1, "done")))
