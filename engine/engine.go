@@ -551,19 +551,21 @@ func (e *Engine) Wrote(w store.Write) {
 	for _, r := range w.Released {
 		e.unlockedOrch(r.Instance, r.LockedUntil)
 	}
-	if len(w.WorkDone) > 0 {
-		e.mu.Lock()
-		for _, q := range w.WorkDone {
-			e.wreleased[workKey(q.InstanceID, q.ID)] = q.LockedUntil
-		}
-		e.mu.Unlock()
+	// Work this process removed, or made visible again, is no longer
+	// locked by anyone: the feed's lock marks of it are void.
+	e.mu.Lock()
+	for _, q := range w.WorkDone {
+		key := workKey(q.InstanceID, q.ID)
+		e.wreleased[key] = q.LockedUntil
+		delete(e.wlocked, key)
 	}
 	for _, q := range w.Visible {
 		if !q.IsOrchestrator() {
-			e.mu.Lock()
 			delete(e.wlocked, workKey(q.InstanceID, q.ID))
-			e.mu.Unlock()
 		}
+	}
+	e.mu.Unlock()
+	for _, q := range w.Visible {
 		e.signalQueue(q, false)
 	}
 }

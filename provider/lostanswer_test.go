@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -18,23 +19,25 @@ import (
 // serves the request first, then answers with the status).
 var unknownOutcomes = []int{http.StatusRequestTimeout, http.StatusInternalServerError, http.StatusServiceUnavailable}
 
-// lostAnswerProvider is a polling provider whose background work (the
-// repair pass) is an hour away, so that the nth write of a kind is the
-// test's.
-func lostAnswerProvider(t *testing.T, name string) (*Provider, string) {
-	t.Helper()
-	container := freshContainer(name)
-	return openProvider(t, quietConfig(container)), container
-}
-
-// lostAnswerInstance is lostAnswerProvider with instance "i" created and
-// an event waiting for its next turn.
-func lostAnswerInstance(t *testing.T, name string) (*Provider, string) {
-	t.Helper()
-	p, container := lostAnswerProvider(t, name)
-	createInstance(t, p, "i", "")
-	require.NoError(t, p.EnqueueForOrchestrator(context.Background(), durable.ExternalRaised{Instance: "i", Name: "go"}, 0))
-	return p, container
+// eachLostAnswer runs scenario once per unknown outcome, in parallel
+// subtests, each on a polling provider of its own container whose
+// background work (the repair pass) is an hour away, so that the nth write
+// of a kind is the scenario's. With instance set, instance "i" is created
+// first and an event waits for its next turn.
+func eachLostAnswer(t *testing.T, name string, instance bool, scenario func(t *testing.T, p *Provider, container string, status int)) {
+	t.Parallel()
+	for _, status := range unknownOutcomes {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			t.Parallel()
+			container := freshContainer(name + "-" + strconv.Itoa(status))
+			p := openProvider(t, quietConfig(container))
+			if instance {
+				createInstance(t, p, "i", "")
+				require.NoError(t, p.EnqueueForOrchestrator(context.Background(), durable.ExternalRaised{Instance: "i", Name: "go"}, 0))
+			}
+			scenario(t, p, container, status)
+		})
+	}
 }
 
 // TestLostAnswerOnEnqueue: an enqueue whose create committed but whose
@@ -42,9 +45,7 @@ func lostAnswerInstance(t *testing.T, name string) (*Provider, string) {
 // after the message was consumed would be a second message), it reads it
 // back.
 func TestLostAnswerOnEnqueue(t *testing.T) {
-	t.Parallel()
-	for _, status := range unknownOutcomes {
-		p, container := lostAnswerProvider(t, "lost-enqueue-"+http.StatusText(status)[:3])
+	eachLostAnswer(t, "lost-enqueue", false, func(t *testing.T, p *Provider, container string, status int) {
 		ctx := context.Background()
 		middleware.loseNthAnswer(container, cosmosemu.OpCreate, 1, status)
 		require.NoError(t, p.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: "i", Name: "e", Data: "1"}, 0), "status %d", status)
@@ -55,16 +56,14 @@ func TestLostAnswerOnEnqueue(t *testing.T) {
 		require.NoError(t, p.EnqueueForWorker(ctx, durable.ActivityExecute{Instance: "i", ExecutionID: 1, ID: 2, Name: "A", Input: "{}"}))
 		require.True(t, middleware.disarm(container))
 		require.Equal(t, 1, countDocs(t, container, "i", "c.type = 'worker_queue'"), "one work item (status %d)", status)
-	}
+	})
 }
 
 // TestLostAnswerOnLocks: a lock write that committed but whose answer was
 // lost is read back and returned to its fetch, instead of waiting for the
 // lock to expire.
 func TestLostAnswerOnLocks(t *testing.T) {
-	t.Parallel()
-	for _, status := range unknownOutcomes {
-		p, container := lostAnswerInstance(t, "lost-lock-"+http.StatusText(status)[:3])
+	eachLostAnswer(t, "lost-lock", true, func(t *testing.T, p *Provider, container string, status int) {
 		ctx := context.Background()
 		middleware.loseNthAnswer(container, cosmosemu.OpBatch, 1, status)
 		item, err := p.FetchOrchestrationItem(ctx, time.Hour, 0, nil)
@@ -83,15 +82,13 @@ func TestLostAnswerOnLocks(t *testing.T) {
 		require.NotNil(t, w, "the work item lock is ours (status %d)", status)
 		require.EqualValues(t, 1, w.AttemptCount)
 		require.NoError(t, p.AckWorkItem(ctx, w.LockToken, durable.ActivityCompleted{Instance: "i", ExecutionID: 1, ID: 3, Result: "1"}))
-	}
+	})
 }
 
 // TestLostAnswerOnAcks: an ack that committed but whose answer was lost
 // succeeds, and its effects are there once.
 func TestLostAnswerOnAcks(t *testing.T) {
-	t.Parallel()
-	for _, status := range unknownOutcomes {
-		p, container := lostAnswerInstance(t, "lost-ack-"+http.StatusText(status)[:3])
+	eachLostAnswer(t, "lost-ack", true, func(t *testing.T, p *Provider, container string, status int) {
 		ctx := context.Background()
 		item := mustFetchOrch(t, p, time.Hour)
 		middleware.loseNthAnswer(container, cosmosemu.OpBatch, 1, status)
@@ -113,5 +110,5 @@ func TestLostAnswerOnAcks(t *testing.T) {
 		require.True(t, middleware.disarm(container))
 		require.Equal(t, 1, countDocs(t, container, "i", "c.type = 'orch_queue'"), "one completion (status %d)", status)
 		require.Zero(t, countDocs(t, container, "i", "c.type = 'worker_queue'"))
-	}
+	})
 }

@@ -167,7 +167,7 @@
 // 500, 502, 503, 504: it may have committed) is resent only when
 // repeating it is harmless (reads, upserts, deletes, creates with
 // deterministic ids); the SDK's generic retry layer is limited to refused
-// requests so that it cannot resend one either. The other writes read back
+// requests and reads so that it cannot resend one either. The other writes read back
 // what committed instead:
 //
 //   - an enqueue reads its message back (found: done);

@@ -62,8 +62,15 @@ func unknownOutcome(err error) bool {
 	if errors.As(err, &be) {
 		return false // the batch was answered: it failed as a whole
 	}
-	switch statusOf(err) {
-	case 0, http.StatusRequestTimeout, http.StatusInternalServerError, http.StatusBadGateway,
+	s := statusOf(err)
+	return s == 0 || unknownStatus(s)
+}
+
+// unknownStatus reports a status after which the request may or may not
+// have been applied: a timeout or a server error.
+func unknownStatus(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusInternalServerError, http.StatusBadGateway,
 		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return true
 	}

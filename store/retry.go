@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -12,9 +14,9 @@ import (
 )
 
 // retryPolicy bounds the retries of one Cosmos DB call: it is the only
-// layer that resends (the store turns the SDK's generic retries off; see
-// New), so that a write whose outcome is unknown is resent only when
-// repeating it is harmless. It honours the service's x-ms-retry-after-ms
+// layer that resends a write whose outcome is unknown (the SDK's generic
+// retries stop short of that; see sdkShouldRetry), and it does so only
+// when repeating it is harmless. It honours the service's x-ms-retry-after-ms
 // hint.
 type retryPolicy struct {
 	initial  time.Duration
@@ -74,14 +76,24 @@ func (p retryPolicy) do(ctx context.Context, safe bool, f func() error) error {
 }
 
 // sdkShouldRetry is the SDK client's retry predicate: its generic retry
-// layer resends only what the service refused before acting on it (429
-// with its retry-after hint, 449, 410). A transport failure or a timeout
-// is left to the SDK's Cosmos policy (which resends a write only when it
-// was never sent) and to retryPolicy (which knows whether repeating the
-// call is harmless): the SDK would otherwise resend a create whose answer
-// was lost after it committed, for instance after an HTTP/2 stream reset.
+// layer resends what the service refused before acting on it (429 with
+// its retry-after hint, 449, 410), and a read (GET: point reads, change
+// feed pages, lease reads) whose answer was lost. A write whose outcome is
+// unknown (a transport failure, a timeout, a server error) is left to the
+// SDK's Cosmos policy (which resends a write only when it was never sent)
+// and to retryPolicy (which knows whether repeating the call is harmless):
+// the SDK would otherwise resend a create whose answer was lost after it
+// committed, for instance after an HTTP/2 stream reset.
 func sdkShouldRetry(resp *http.Response, err error) bool {
-	return err == nil && resp != nil && refusedStatus(resp.StatusCode)
+	if err != nil {
+		var ue *url.Error // net/http names the request's method in Op ("Get")
+		return errors.As(err, &ue) && strings.EqualFold(ue.Op, http.MethodGet)
+	}
+	if resp == nil {
+		return false
+	}
+	return refusedStatus(resp.StatusCode) ||
+		(unknownStatus(resp.StatusCode) && resp.Request != nil && resp.Request.Method == http.MethodGet)
 }
 
 // shouldRetry: a request the service refused before acting on it is

@@ -54,9 +54,9 @@ type Options struct {
 	CreateIfMissing *bool
 	// ClientOptions are passed to the SDK (transport, retries, telemetry).
 	// The store replaces Retry.ShouldRetry: the SDK's generic retries
-	// resend only requests the service refused before acting on them, so
-	// that no write whose outcome is unknown is resent behind the store's
-	// back (see the package documentation).
+	// resend only requests the service refused before acting on them and
+	// reads, so that no write whose outcome is unknown is resent behind
+	// the store's back (see the package documentation).
 	ClientOptions *azcosmos.ClientOptions
 	// RepairAge is how old an outbox intent, a large turn's publication
 	// record or a deletion mark must be before a repair pass takes it over
