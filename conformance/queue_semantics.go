@@ -37,7 +37,51 @@ func queueSemanticsScenarios() []Scenario {
 		{"orchestrator_fetch_locks_all_messages_in_enqueue_order", queueOrchestratorBatchOrder},
 		{"orchestrator_delayed_message_excluded_from_batch", queueOrchestratorDelayedExcluded},
 		{"timer_fired_from_ack_visible_at_fire_time", queueTimerFromAckVisibleAtFireTime},
+		{"client_call_request_id_takes_effect_once", queueRequestIDOnce},
 	}
+}
+
+// queueRequestIDOnce: a client call's work item carrying a request id is
+// enqueued at most once per id, before and after a turn consumed it; the
+// same id with other arguments is a permanent error and enqueues nothing.
+// Each "nothing more" is proven by a later probe message of the same
+// instance arriving alone in its fetch.
+func queueRequestIDOnce(h *H) {
+	inst := h.ID("rid")
+	start := StartItem(inst)
+	start.RequestID = "start-1"
+	h.Enqueue(h.P, start)
+	h.Enqueue(h.P, start) // the caller's repeat
+	item := h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, []durable.WorkItem{start}, item.Messages, "one start for two calls with one request id")
+	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, item.LockToken, creationFirstTurn(inst)))
+
+	raise := durable.ExternalRaised{Instance: inst, Name: "approve", Data: "yes", RequestID: "raise-1"}
+	for round, probe := range []string{"p1", "p2"} {
+		h.Enqueue(h.P, raise) // first call, then a repeat after the turn consumed it
+		h.Enqueue(h.P, start) // a repeat of the start, long consumed
+		p := durable.ExternalRaised{Instance: inst, Name: "probe", Data: probe, RequestID: "probe-" + probe}
+		h.Enqueue(h.P, p)
+		got := h.MustFetchOrch(h.P, LongLock)
+		want := []durable.WorkItem{raise, p}
+		if round > 0 {
+			want = []durable.WorkItem{p}
+		}
+		require.Equal(h.T, want, got.Messages, "round %d", round)
+		require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, got.LockToken, durable.OrchestrationTurn{ExecutionID: got.ExecutionID}))
+	}
+
+	other := raise
+	other.Data = "no"
+	err := h.P.EnqueueForOrchestrator(h.Ctx, other, 0)
+	require.ErrorIs(h.T, err, durable.ErrPermanent, "another call under a used request id")
+	cancel := durable.CancelInstance{Instance: inst, Reason: "r", RequestID: "raise-1"}
+	require.ErrorIs(h.T, h.P.EnqueueForOrchestrator(h.Ctx, cancel, 0), durable.ErrPermanent, "another kind of call under a used request id")
+	p := durable.ExternalRaised{Instance: inst, Name: "probe", Data: "p3", RequestID: "probe-p3"}
+	h.Enqueue(h.P, p)
+	got := h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, []durable.WorkItem{p}, got.Messages, "a refused call enqueues nothing")
+	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, got.LockToken, durable.OrchestrationTurn{ExecutionID: got.ExecutionID}))
 }
 
 // queueActivity is an untagged, sessionless ActivityExecute of instance's

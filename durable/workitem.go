@@ -3,6 +3,7 @@ package durable
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/durafeed/durafeed/durable/history"
 	"github.com/durafeed/durafeed/internal/tagged"
@@ -85,6 +86,9 @@ type StartOrchestration struct {
 	ParentExecutionID uint64 `json:"parent_execution_id,omitempty"`
 	ParentID          uint64 `json:"parent_id,omitempty"`
 	ExecutionID       uint64 `json:"execution_id"`
+	// RequestID identifies the client call that enqueued the item (see
+	// RequestIDOf); empty for items the runtime enqueues itself.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // ActivityExecute asks a worker to run an activity (worker queue).
@@ -133,6 +137,9 @@ type ExternalRaised struct {
 	Instance string `json:"instance"`
 	Name     string `json:"name"`
 	Data     string `json:"data"`
+	// RequestID identifies the client call that enqueued the item (see
+	// RequestIDOf); empty for items the runtime enqueues itself.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // SubOrchCompleted reports a child's result to its parent.
@@ -157,6 +164,9 @@ type SubOrchFailed struct {
 type CancelInstance struct {
 	Instance string `json:"instance"`
 	Reason   string `json:"reason"`
+	// RequestID identifies the client call that enqueued the item (see
+	// RequestIDOf); empty for items the runtime enqueues itself.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // ContinueAsNew starts the next execution of an instance.
@@ -181,6 +191,9 @@ type QueueMessage struct {
 	Instance string `json:"instance"`
 	Name     string `json:"name"`
 	Data     string `json:"data"`
+	// RequestID identifies the client call that enqueued the item (see
+	// RequestIDOf); empty for items the runtime enqueues itself.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Kind implements WorkItem.
@@ -447,5 +460,36 @@ func ValidateWorkItem(w WorkItem) error {
 	if w.TargetInstance() == "" {
 		return fmt.Errorf("%s work item has an empty target instance", w.Kind())
 	}
+	if id := RequestIDOf(w); len(id) > MaxRequestIDBytes {
+		return fmt.Errorf("%s work item has a request id of %d bytes, the limit is %d", w.Kind(), len(id), MaxRequestIDBytes)
+	} else if !utf8.ValidString(id) {
+		return fmt.Errorf("%s work item has a request id that is not valid UTF-8", w.Kind())
+	}
 	return nil
+}
+
+// MaxRequestIDBytes is the longest request id a work item may carry, in
+// UTF-8 bytes.
+const MaxRequestIDBytes = 256
+
+// RequestIDOf returns the request id of a client call's work item
+// (StartOrchestration, ExternalRaised, QueueMessage, CancelInstance), or ""
+// when the item has none. A provider records each request id it enqueues
+// for a retention period and enqueues an item whose request id it has
+// recorded, for the same call, at most once: a resend of the call (after a
+// lost answer, by the provider or by the caller) succeeds without a second
+// message, and a different call under a recorded request id fails with a
+// permanent error.
+func RequestIDOf(w WorkItem) string {
+	switch v := w.(type) {
+	case StartOrchestration:
+		return v.RequestID
+	case ExternalRaised:
+		return v.RequestID
+	case QueueMessage:
+		return v.RequestID
+	case CancelInstance:
+		return v.RequestID
+	}
+	return ""
 }

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"net/http"
+	"runtime"
 	"sync"
 	"time"
 
@@ -82,6 +83,9 @@ func (f *faultInjector) middleware(next cosmosemu.Handler) cosmosemu.Handler {
 		}
 		var resp *cosmosemu.Response
 		switch {
+		case fail && r.afterCommit && r.status == dropAnswer:
+			next(ctx, req)
+			runtime.Goexit() // no answer: net/http resets the stream (the emulator writes nothing)
 		case fail && r.afterCommit:
 			next(ctx, req)
 			resp = cosmosemu.ErrorResponse(req, r.status, 0, "injected fault after commit")
@@ -120,8 +124,13 @@ func (f *faultInjector) failNth(container string, op cosmosemu.OperationType, nt
 	f.rules[container] = &faultRule{op: op, nth: nth, status: status}
 }
 
+// dropAnswer, as loseNthAnswer's status, drops the connection instead of
+// answering (the client sees a transport error).
+const dropAnswer = -1
+
 // loseNthAnswer arms a rule on container: its nth request of op is served,
-// then answered with status instead of its result.
+// then answered with status instead of its result (dropAnswer: not
+// answered at all).
 func (f *faultInjector) loseNthAnswer(container string, op cosmosemu.OperationType, nth, status int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

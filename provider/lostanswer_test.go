@@ -15,9 +15,17 @@ import (
 )
 
 // unknownOutcomes are the answers after which a write may have committed:
-// the service timed out, failed or was unavailable (the fault injector
-// serves the request first, then answers with the status).
-var unknownOutcomes = []int{http.StatusRequestTimeout, http.StatusInternalServerError, http.StatusServiceUnavailable}
+// the service timed out, failed or was unavailable, or the connection
+// dropped (the fault injector serves the request first, then answers with
+// the status, or not at all).
+var unknownOutcomes = []int{http.StatusRequestTimeout, http.StatusInternalServerError, http.StatusServiceUnavailable, dropAnswer}
+
+func outcomeName(status int) string {
+	if status == dropAnswer {
+		return "drop"
+	}
+	return strconv.Itoa(status)
+}
 
 // eachLostAnswer runs scenario once per unknown outcome, in parallel
 // subtests, each on a polling provider of its own container whose
@@ -27,9 +35,9 @@ var unknownOutcomes = []int{http.StatusRequestTimeout, http.StatusInternalServer
 func eachLostAnswer(t *testing.T, name string, instance bool, scenario func(t *testing.T, p *Provider, container string, status int)) {
 	t.Parallel()
 	for _, status := range unknownOutcomes {
-		t.Run(strconv.Itoa(status), func(t *testing.T) {
+		t.Run(outcomeName(status), func(t *testing.T) {
 			t.Parallel()
-			container := freshContainer(name + "-" + strconv.Itoa(status))
+			container := freshContainer(name + "-" + outcomeName(status))
 			p := openProvider(t, quietConfig(container))
 			if instance {
 				createInstance(t, p, "i", "")
@@ -110,5 +118,84 @@ func TestLostAnswerOnAcks(t *testing.T) {
 		require.True(t, middleware.disarm(container))
 		require.Equal(t, 1, countDocs(t, container, "i", "c.type = 'orch_queue'"), "one completion (status %d)", status)
 		require.Zero(t, countDocs(t, container, "i", "c.type = 'worker_queue'"))
+	})
+}
+
+// TestLostAnswerOnClientCalls: a client call (start, raise, persistent
+// event, cancel) carries a request id; when its write committed but the
+// answer was lost, the store's resend finds the request record and the
+// call succeeds with one message. The caller's own repeat of the call,
+// before or after a turn consumed the message, is done without a second
+// message; the same id with other arguments is refused.
+func TestLostAnswerOnClientCalls(t *testing.T) {
+	eachLostAnswer(t, "lost-call", false, func(t *testing.T, p *Provider, container string, status int) {
+		ctx := context.Background()
+		calls := []struct {
+			name  string
+			item  durable.WorkItem
+			other durable.WorkItem // same request id, other arguments
+		}{
+			{"start", durable.StartOrchestration{Instance: "i", Orchestration: "O", Input: "{}", ExecutionID: 1, RequestID: "s"},
+				durable.StartOrchestration{Instance: "i", Orchestration: "O", Input: `{"x":1}`, ExecutionID: 1, RequestID: "s"}},
+			{"raise", durable.ExternalRaised{Instance: "i", Name: "e", Data: "1", RequestID: "r"},
+				durable.ExternalRaised{Instance: "i", Name: "e", Data: "2", RequestID: "r"}},
+			{"enqueue-event", durable.QueueMessage{Instance: "i", Name: "q", Data: "1", RequestID: "q"},
+				durable.QueueMessage{Instance: "i", Name: "q", Data: "2", RequestID: "q"}},
+			{"cancel", durable.CancelInstance{Instance: "i", Reason: "r", RequestID: "c"},
+				durable.CancelInstance{Instance: "i", Reason: "other", RequestID: "r"}},
+		}
+		for _, c := range calls {
+			middleware.loseNthAnswer(container, cosmosemu.OpBatch, 1, status)
+			require.NoError(t, p.EnqueueForOrchestrator(ctx, c.item, 0), "%s, %s", c.name, outcomeName(status))
+			require.True(t, middleware.disarm(container), c.name)
+			require.Equal(t, 1, countDocs(t, container, "i", "c.type = 'orch_queue'"), "one message (%s, %s)", c.name, outcomeName(status))
+			require.NoError(t, p.EnqueueForOrchestrator(ctx, c.item, 0), "the caller's repeat (%s)", c.name)
+			require.Equal(t, 1, countDocs(t, container, "i", "c.type = 'orch_queue'"), "still one message (%s)", c.name)
+
+			item := mustFetchOrch(t, p, time.Hour)
+			require.Len(t, item.Messages, 1, c.name)
+			require.NoError(t, p.AckOrchestrationItem(ctx, item.LockToken, turnFor(item)))
+			require.Zero(t, countDocs(t, container, "i", "c.type = 'orch_queue'"), c.name)
+
+			require.NoError(t, p.EnqueueForOrchestrator(ctx, c.item, 0), "the caller's repeat after the turn (%s)", c.name)
+			require.Zero(t, countDocs(t, container, "i", "c.type = 'orch_queue'"), "no second message (%s)", c.name)
+			err := p.EnqueueForOrchestrator(ctx, c.other, 0)
+			require.ErrorIs(t, err, durable.ErrPermanent, "another call under a used request id (%s)", c.name)
+			require.Zero(t, countDocs(t, container, "i", "c.type = 'orch_queue'"), c.name)
+		}
+		require.Equal(t, len(calls), countDocs(t, container, "i", "c.type = 'request'"), "one record per call")
+	})
+}
+
+// turnFor is a minimal turn consuming item's messages: the start's
+// OrchestrationStarted on the first turn, nothing else.
+func turnFor(item *durable.OrchestrationItem) durable.OrchestrationTurn {
+	turn := durable.OrchestrationTurn{ExecutionID: 1, Metadata: durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}
+	if len(item.History) == 0 {
+		turn.HistoryDelta = []history.Event{ev(item.Instance, 1, 1, history.OrchestrationStarted{Name: "O", Version: "1.0.0", Input: "{}"})}
+	}
+	return turn
+}
+
+// TestLostAnswerOnSessionClaim: a session claim that landed but whose
+// answer was lost is read back: the fetch gets its item (the session is
+// its owner's), neither an error nor a wait for the claim to expire.
+func TestLostAnswerOnSessionClaim(t *testing.T) {
+	eachLostAnswer(t, "lost-claim", false, func(t *testing.T, p *Provider, container string, status int) {
+		ctx := context.Background()
+		cfg := &durable.SessionFetchConfig{OwnerID: "w1", LockTimeout: time.Hour}
+		require.NoError(t, p.EnqueueForWorker(ctx, durable.ActivityExecute{Instance: "i", ExecutionID: 1, ID: 2, Name: "A", Input: "{}", SessionID: "s1"}))
+		middleware.loseNthAnswer(container, cosmosemu.OpCreate, 1, status)
+		w, err := p.FetchWorkItem(ctx, time.Hour, 0, cfg, durable.DefaultOnlyTags())
+		require.True(t, middleware.disarm(container), "the claim's create was the fault's")
+		require.NoError(t, err, outcomeName(status))
+		require.NotNil(t, w, "the session claim is ours (%s)", outcomeName(status))
+		require.NoError(t, p.AckWorkItem(ctx, w.LockToken, durable.ActivityCompleted{Instance: "i", ExecutionID: 1, ID: 2, Result: "1"}))
+
+		// Another owner cannot take the session the lost answer gave w1.
+		require.NoError(t, p.EnqueueForWorker(ctx, durable.ActivityExecute{Instance: "i", ExecutionID: 1, ID: 3, Name: "A", Input: "{}", SessionID: "s1"}))
+		w, err = p.FetchWorkItem(ctx, time.Hour, 0, &durable.SessionFetchConfig{OwnerID: "w2", LockTimeout: time.Hour}, durable.DefaultOnlyTags())
+		require.NoError(t, err)
+		require.Nil(t, w, "the session stays w1's")
 	})
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/durable/history"
 	"github.com/durafeed/durafeed/internal/clock"
@@ -78,19 +80,56 @@ func NewClientWithOptions(p durable.Provider, o ClientOptions) *Client {
 // Provider returns the client's provider.
 func (c *Client) Provider() durable.Provider { return c.p }
 
-// StartOption configures StartOrchestration.
-type StartOption func(*durable.StartOrchestration)
+// CallOption configures a client call that enqueues work: a start, a
+// raised or enqueued event, a cancellation.
+type CallOption func(*callOptions)
+
+// StartOption is the CallOption of StartOrchestration (kept for callers
+// that name it).
+type StartOption = CallOption
+
+type callOptions struct {
+	version   string
+	requestID string
+}
+
+func applyCall(opts []CallOption) callOptions {
+	var o callOptions
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	if o.requestID == "" {
+		o.requestID = uuid.NewString()
+	}
+	return o
+}
 
 // WithStartVersion starts an exact version (default: the latest registered
-// on the runtime that runs the first turn).
-func WithStartVersion(v string) StartOption {
-	return func(s *durable.StartOrchestration) { s.Version = v }
+// on the runtime that runs the first turn). Calls other than a start
+// ignore it.
+func WithStartVersion(v string) CallOption {
+	return func(o *callOptions) { o.version = v }
+}
+
+// WithRequestID names the call (at most durable.MaxRequestIDBytes bytes of
+// UTF-8). The provider records each call's request id for a retention
+// period (24 h by default) and a call whose request id it has recorded for
+// the same instance takes effect at most once: repeating the call with the
+// same id and arguments (for example after a timeout whose outcome is
+// unknown) returns nil without a second start, event or cancellation, and
+// the same id with other arguments is a permanent error. Without it every
+// call gets a fresh id, so the provider's own resends are still made safe
+// but a caller's repeat is a new call.
+func WithRequestID(id string) CallOption {
+	return func(o *callOptions) { o.requestID = id }
 }
 
 // StartOrchestration starts instance running orchestration name with input
 // encoded as JSON. Starting an instance that already exists is a no-op: the
 // runtime ignores the second start.
-func (c *Client) StartOrchestration(ctx context.Context, instance, name string, input any, opts ...StartOption) error {
+func (c *Client) StartOrchestration(ctx context.Context, instance, name string, input any, opts ...CallOption) error {
 	b, err := json.Marshal(input)
 	if err != nil {
 		return fmt.Errorf("encode input: %w", err)
@@ -99,52 +138,57 @@ func (c *Client) StartOrchestration(ctx context.Context, instance, name string, 
 }
 
 // StartOrchestrationRaw is StartOrchestration with a raw input.
-func (c *Client) StartOrchestrationRaw(ctx context.Context, instance, name, input string, opts ...StartOption) error {
+func (c *Client) StartOrchestrationRaw(ctx context.Context, instance, name, input string, opts ...CallOption) error {
 	if instance == "" || name == "" {
 		return errors.New("start orchestration: empty instance id or name")
 	}
-	s := durable.StartOrchestration{Instance: instance, Orchestration: name, Input: input, ExecutionID: 1}
-	for _, f := range opts {
-		f(&s)
-	}
+	o := applyCall(opts)
+	s := durable.StartOrchestration{Instance: instance, Orchestration: name, Input: input, ExecutionID: 1,
+		Version: o.version, RequestID: o.requestID}
 	return c.p.EnqueueForOrchestrator(ctx, s, 0)
 }
 
 // RaiseEvent raises external event name with data encoded as JSON.
-func (c *Client) RaiseEvent(ctx context.Context, instance, name string, data any) error {
+func (c *Client) RaiseEvent(ctx context.Context, instance, name string, data any, opts ...CallOption) error {
 	b, err := json.Marshal(data)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
-	return c.RaiseEventRaw(ctx, instance, name, string(b))
+	return c.RaiseEventRaw(ctx, instance, name, string(b), opts...)
 }
 
 // RaiseEventRaw raises an external event with raw data. It is delivered to
 // a waiting subscription or dropped (see OrchestrationContext.WaitForEvent).
-func (c *Client) RaiseEventRaw(ctx context.Context, instance, name, data string) error {
-	return c.p.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: instance, Name: name, Data: data}, 0)
+func (c *Client) RaiseEventRaw(ctx context.Context, instance, name, data string, opts ...CallOption) error {
+	o := applyCall(opts)
+	return c.p.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: instance, Name: name, Data: data,
+		RequestID: o.requestID}, 0)
 }
 
 // EnqueueEvent adds a persistent event, encoded as JSON, to the instance's
 // mailbox (see OrchestrationContext.DequeueEvent). Events for an instance
 // that has not started are dropped.
-func (c *Client) EnqueueEvent(ctx context.Context, instance, name string, data any) error {
+func (c *Client) EnqueueEvent(ctx context.Context, instance, name string, data any, opts ...CallOption) error {
 	b, err := json.Marshal(data)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
-	return c.EnqueueEventRaw(ctx, instance, name, string(b))
+	return c.EnqueueEventRaw(ctx, instance, name, string(b), opts...)
 }
 
 // EnqueueEventRaw is EnqueueEvent with raw data.
-func (c *Client) EnqueueEventRaw(ctx context.Context, instance, name, data string) error {
-	return c.p.EnqueueForOrchestrator(ctx, durable.QueueMessage{Instance: instance, Name: name, Data: data}, 0)
+func (c *Client) EnqueueEventRaw(ctx context.Context, instance, name, data string, opts ...CallOption) error {
+	o := applyCall(opts)
+	return c.p.EnqueueForOrchestrator(ctx, durable.QueueMessage{Instance: instance, Name: name, Data: data,
+		RequestID: o.requestID}, 0)
 }
 
 // CancelInstance requests cancellation: the orchestration fails with a
 // cancelled error and its running sub-orchestrations are cancelled too.
-func (c *Client) CancelInstance(ctx context.Context, instance, reason string) error {
-	return c.p.EnqueueForOrchestrator(ctx, durable.CancelInstance{Instance: instance, Reason: reason}, 0)
+func (c *Client) CancelInstance(ctx context.Context, instance, reason string, opts ...CallOption) error {
+	o := applyCall(opts)
+	return c.p.EnqueueForOrchestrator(ctx, durable.CancelInstance{Instance: instance, Reason: reason,
+		RequestID: o.requestID}, 0)
 }
 
 // GetStatus returns the instance's status from its current execution.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/cenkalti/backoff/v4"
+	"go.uber.org/zap"
 )
 
 // indexingPolicy indexes only what queries filter or sort on; payloads
@@ -37,10 +38,12 @@ func indexingPolicy() *azcosmos.IndexingPolicy {
 
 // ensureContainer checks that the container exists and, when allowed,
 // creates the database and container, retrying metadata throttling.
-func ensureContainer(ctx context.Context, client *azcosmos.Client, database, container string, create bool) error {
+// It warns when the container has no time to live: request records then
+// never expire (see Options.RequestRetention).
+func ensureContainer(ctx context.Context, client *azcosmos.Client, database, container string, create bool, log *zap.Logger) error {
 	b := backoff.WithContext(backoff.WithMaxRetries(newMetaBackoff(), 10), ctx)
 	return backoff.Retry(func() error {
-		err := ensureOnce(ctx, client, database, container, create)
+		err := ensureOnce(ctx, client, database, container, create, log)
 		if err == nil || retryableStatus(statusOf(err)) {
 			return err
 		}
@@ -56,7 +59,7 @@ func newMetaBackoff() *backoff.ExponentialBackOff {
 	return b
 }
 
-func ensureOnce(ctx context.Context, client *azcosmos.Client, database, container string, create bool) error {
+func ensureOnce(ctx context.Context, client *azcosmos.Client, database, container string, create bool, log *zap.Logger) error {
 	db, err := client.NewDatabase(database)
 	if err != nil {
 		return err
@@ -65,8 +68,12 @@ func ensureOnce(ctx context.Context, client *azcosmos.Client, database, containe
 	if err != nil {
 		return err
 	}
-	_, err = cc.Read(ctx, nil)
+	resp, err := cc.Read(ctx, nil)
 	if err == nil {
+		if resp.ContainerProperties != nil && resp.ContainerProperties.DefaultTimeToLive == nil {
+			log.Warn("the container has no time to live (defaultTtl): request records will not expire; set it to -1",
+				zap.String("database", database), zap.String("container", container))
+		}
 		return nil
 	}
 	if !isStatus(err, http.StatusNotFound) {
@@ -78,12 +85,16 @@ func ensureOnce(ctx context.Context, client *azcosmos.Client, database, containe
 	if _, err := client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: database}, nil); err != nil && !isStatus(err, http.StatusConflict) {
 		return err
 	}
+	ttlOnNoDefault := int32(-1)
 	props := azcosmos.ContainerProperties{
 		ID: container,
 		PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{
 			Paths: []string{"/instanceId"}, Kind: azcosmos.PartitionKeyKindHash, Version: 2,
 		},
 		IndexingPolicy: indexingPolicy(),
+		// On, with no default: only documents that carry a ttl expire
+		// (request records).
+		DefaultTimeToLive: &ttlOnNoDefault,
 	}
 	if _, err := db.CreateContainer(ctx, props, nil); err != nil && !isStatus(err, http.StatusConflict) {
 		return err

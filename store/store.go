@@ -71,6 +71,14 @@ type Options struct {
 	// remembered lock: each write is conditional on the remembered ETag,
 	// and a stale entry costs one failed batch before the read.
 	InstanceCacheSize int
+	// RequestRetention is how long the store remembers a client call's
+	// request id (durable.RequestIDOf), so that a resend of the call within
+	// it takes effect once (default 24 h). Records expire through the
+	// container's time to live: a container created by the store has it on
+	// (default -1, items expire only when they say so); a deployed
+	// container needs defaultTtl -1 too, or records are kept until their
+	// instance is deleted.
+	RequestRetention time.Duration
 	// Logger receives operational logs: instance ids, operations and status
 	// codes, never keys or payloads. Default: no logging.
 	Logger *zap.Logger
@@ -82,6 +90,7 @@ const (
 	DefaultContainer         = "durafeed"
 	DefaultRepairAge         = 2 * time.Second
 	DefaultInstanceCacheSize = 4096
+	DefaultRequestRetention  = 24 * time.Hour
 )
 
 func (o Options) withDefaults() Options {
@@ -93,6 +102,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RepairAge <= 0 {
 		o.RepairAge = DefaultRepairAge
+	}
+	if o.RequestRetention <= 0 {
+		o.RequestRetention = DefaultRequestRetention
 	}
 	if o.InstanceCacheSize == 0 {
 		o.InstanceCacheSize = DefaultInstanceCacheSize
@@ -137,7 +149,7 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: client: %w", err)
 	}
-	if err := ensureContainer(ctx, cl, o.Database, o.Container, *o.CreateIfMissing); err != nil {
+	if err := ensureContainer(ctx, cl, o.Database, o.Container, *o.CreateIfMissing, o.Logger); err != nil {
 		return nil, err
 	}
 	cc, err := cl.NewContainer(o.Database, o.Container)
@@ -241,7 +253,12 @@ func (p *Store) EnqueueForOrchestrator(ctx context.Context, item durable.WorkIte
 	if err != nil {
 		return Write{}, durable.Permanent(op, err, "encode work item")
 	}
-	if err := p.createMessage(ctx, op, d); err != nil {
+	if rid := durable.RequestIDOf(item); rid != "" {
+		dup, err := p.enqueueOnce(ctx, op, rid, item.Kind(), d)
+		if err != nil || dup {
+			return Write{}, err
+		}
+	} else if err := p.createMessage(ctx, op, d); err != nil {
 		return Write{}, err
 	}
 	return Write{Visible: []QueueHead{d.head()}}, nil

@@ -146,7 +146,9 @@ func (p *Store) ClaimSession(ctx context.Context, sid string, cfg *durable.Sessi
 }
 
 // claimSession makes cfg's owner the owner of the session, unless another
-// owner holds it unexpired. It reports whether the caller owns it now.
+// owner holds it unexpired. It reports whether the caller owns it now. A
+// claim whose answer was lost is read back, so it neither waits for its
+// own lock to expire nor reports an error for a claim that landed.
 func (p *Store) claimSession(ctx context.Context, sid string, cfg *durable.SessionFetchConfig) (bool, error) {
 	part := sessionPartition(sid)
 	var s sessionDoc
@@ -169,13 +171,27 @@ func (p *Store) claimSession(ctx context.Context, sid string, cfg *durable.Sessi
 	} else {
 		err = p.s.create(ctx, part, nd, false)
 	}
-	if err != nil {
-		if lostRace(err) {
-			return false, nil
-		}
+	switch {
+	case err == nil:
+		return true, nil
+	case lostRace(err):
+		return false, nil
+	case !unknownOutcome(err):
 		return false, err
 	}
-	return true, nil
+	// The answer was lost: the session is ours when the document says so
+	// (this claim or an earlier one of the same owner landed).
+	var back sessionDoc
+	found, rerr := p.s.read(ctx, part, nd.ID, &back)
+	owned := rerr == nil && found && back.OwnerID == cfg.OwnerID && back.LockedUntil > nowMS()
+	p.log.Info("the answer to a session claim was lost; read back", zap.String("session", sid), zap.Bool("owned", owned), zap.Error(err))
+	if owned {
+		return true, nil
+	}
+	if rerr == nil && found && back.ETag != s.ETag {
+		return false, nil // another owner claimed it meanwhile
+	}
+	return false, err
 }
 
 // touchSession records session activity, only while the session is owned.

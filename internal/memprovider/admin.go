@@ -298,6 +298,7 @@ func (s *Store) deleteInstances(op string, ids []string, force bool) (durable.De
 			res.EventsDeleted += uint64(len(events))
 		}
 		delete(s.history, id)
+		delete(s.requests, id)
 		delete(s.kv, id)
 		delete(s.locks, id)
 	}

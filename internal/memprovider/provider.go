@@ -561,6 +561,9 @@ func (p *handle) EnqueueForOrchestrator(ctx context.Context, item durable.WorkIt
 		return err
 	}
 	defer unlock()
+	if dup, err := p.s.recordRequest(op, e); err != nil || dup {
+		return err
+	}
 	p.s.pushOrch(e, p.s.now().Add(delay))
 	return nil
 }

@@ -20,6 +20,7 @@
 package memprovider
 
 import (
+	"crypto/sha256"
 	"sort"
 	"sync"
 	"time"
@@ -54,6 +55,52 @@ type Store struct {
 	// kv holds each instance's key-value state: the store of ended
 	// executions and the current execution's delta (see kvState).
 	kv map[string]*kvState
+	// requests records client calls by request id: instance → request id
+	// (see durable.RequestIDOf).
+	requests map[string]map[string]requestRec
+}
+
+// RequestRetention is how long a store remembers a client call's request
+// id: a resend of the call within it takes effect once.
+const RequestRetention = 24 * time.Hour
+
+// requestRec is a recorded client call.
+type requestRec struct {
+	kind   string
+	digest [sha256.Size]byte
+	at     time.Time
+}
+
+// recordRequest records e's request id, if it has one, and reports
+// whether the same call was recorded already (then nothing is to be
+// enqueued). The same id with another call is a permanent error. Records
+// older than RequestRetention are forgotten.
+func (s *Store) recordRequest(op string, e encodedItem) (dup bool, err error) {
+	rid := durable.RequestIDOf(e.item)
+	if rid == "" {
+		return false, nil
+	}
+	inst := e.item.TargetInstance()
+	now := s.now()
+	recs := s.requests[inst]
+	if recs == nil {
+		recs = map[string]requestRec{}
+		s.requests[inst] = recs
+	}
+	for id, r := range recs {
+		if now.Sub(r.at) >= RequestRetention {
+			delete(recs, id)
+		}
+	}
+	rec := requestRec{kind: e.item.Kind(), digest: sha256.Sum256(e.data), at: now}
+	if old, ok := recs[rid]; ok {
+		if old.kind != rec.kind || old.digest != rec.digest {
+			return false, durable.Permanent(op, nil, "request id was already used for a different %s call on this instance", old.kind)
+		}
+		return true, nil
+	}
+	recs[rid] = rec
+	return false, nil
 }
 
 // instanceRec is an instance's metadata, created by the first ack.
@@ -139,6 +186,7 @@ func NewStore() *Store {
 		locks:       map[string]*instLock{},
 		sessions:    map[string]*sessionRec{},
 		kv:          map[string]*kvState{},
+		requests:    map[string]map[string]requestRec{},
 	}
 }
 

@@ -1,0 +1,59 @@
+package runtime_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/internal/memprovider"
+	"github.com/durafeed/durafeed/runtime"
+)
+
+// TestClientRequestIDs: a call repeated with its request id takes effect
+// once; the same id with other arguments is refused; calls without one get
+// fresh ids, so two calls are two effects.
+func TestClientRequestIDs(t *testing.T) {
+	ctx := testCtx(t)
+	p := memprovider.NewStore().Open()
+	c := runtime.NewClient(p)
+	admin, ok := p.Admin()
+	require.True(t, ok)
+	depth := func() int {
+		d, err := admin.GetQueueDepths(ctx)
+		require.NoError(t, err)
+		return d.OrchestratorQueue
+	}
+
+	calls := []struct {
+		name  string
+		call  func(...runtime.CallOption) error
+		other func(...runtime.CallOption) error
+	}{
+		{"start",
+			func(o ...runtime.CallOption) error { return c.StartOrchestration(ctx, "i", "O", 1, o...) },
+			func(o ...runtime.CallOption) error { return c.StartOrchestration(ctx, "i", "O", 2, o...) }},
+		{"raise",
+			func(o ...runtime.CallOption) error { return c.RaiseEvent(ctx, "i", "e", 1, o...) },
+			func(o ...runtime.CallOption) error { return c.RaiseEvent(ctx, "i", "e", 2, o...) }},
+		{"enqueue-event",
+			func(o ...runtime.CallOption) error { return c.EnqueueEvent(ctx, "i", "q", 1, o...) },
+			func(o ...runtime.CallOption) error { return c.EnqueueEvent(ctx, "i", "q", 2, o...) }},
+		{"cancel",
+			func(o ...runtime.CallOption) error { return c.CancelInstance(ctx, "i", "a", o...) },
+			func(o ...runtime.CallOption) error { return c.CancelInstance(ctx, "i", "b", o...) }},
+	}
+	want := 0
+	for _, tc := range calls {
+		id := runtime.WithRequestID("call-" + tc.name)
+		require.NoError(t, tc.call(id), tc.name)
+		require.NoError(t, tc.call(id), "%s repeated", tc.name)
+		want++
+		require.Equal(t, want, depth(), "%s: one message for two calls with one id", tc.name)
+		require.ErrorIs(t, tc.other(id), durable.ErrPermanent, "%s: other arguments under a used id", tc.name)
+		require.NoError(t, tc.call(), tc.name)
+		require.NoError(t, tc.call(), tc.name)
+		want += 2
+		require.Equal(t, want, depth(), "%s: calls without an id are distinct", tc.name)
+	}
+}
