@@ -58,6 +58,7 @@ func (s *Server) handleBatch(req *Request) (*Response, *apiError) {
 	withContent := wantsContent(req)
 	key := pkKey(t.pk)
 	c := t.coll
+	view := c.ttlView()
 
 	type staged struct {
 		doc     *document // nil: deleted
@@ -74,16 +75,17 @@ func (s *Server) handleBatch(req *Request) (*Response, *apiError) {
 	if lerr != nil {
 		return nil, lerr
 	}
+	p.purgeExpired(view)
 	current := func(id string) *document {
 		if st, ok := overlay[id]; ok {
 			return st.doc
 		}
-		return p.lookup(key, id)
+		return p.find(key, id, view)
 	}
 	ts := p.nextTS()
 	lp := p.logicalFor(key, t.pk, t.epk)
 	for i, op := range ops {
-		res, doc, removed, err := s.batchStep(t, c, lp, op, current, ts)
+		res, doc, removed, err := s.batchStep(t, c, lp, op, current, ts, view.cfg)
 		if err != nil {
 			failed, failure = i, err
 			break
@@ -152,7 +154,7 @@ func (s *Server) handleBatch(req *Request) (*Response, *apiError) {
 
 // batchStep executes one operation against the staged view. It returns the
 // result, a new version to install and/or a version to remove.
-func (s *Server) batchStep(t *target, c *container, lp *logicalPart, op batchOp, current func(string) *document, ts int64) (batchResult, *document, *document, *apiError) {
+func (s *Server) batchStep(t *target, c *container, lp *logicalPart, op batchOp, current func(string) *document, ts int64, ttl *ttlConfig) (batchResult, *document, *document, *apiError) {
 	kind := strings.ToLower(op.OperationType)
 	newVersion := func(id string, user []byte, data map[string]any, prev *document) *document {
 		d := &document{id: id, lp: lp, etag: s.store.newETag(), ts: ts}
@@ -180,6 +182,9 @@ func (s *Server) batchStep(t *target, c *container, lp *logicalPart, op batchOp,
 			return "", nil, nil, err
 		}
 		if err := t.checkDocPK(doc); err != nil {
+			return "", nil, nil, err
+		}
+		if err := checkItemTTL(ttl, doc); err != nil {
 			return "", nil, nil, err
 		}
 		user, jerr := encodeUser(doc)
@@ -278,6 +283,9 @@ func (s *Server) batchStep(t *target, c *container, lp *logicalPart, op batchOp,
 			return batchResult{}, nil, nil, err
 		}
 		data, user, err := spec.apply(prev, t.def)
+		if err == nil {
+			err = checkItemTTL(ttl, data)
+		}
 		if err != nil {
 			return batchResult{}, nil, nil, err
 		}

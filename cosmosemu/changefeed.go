@@ -19,7 +19,8 @@ import (
 // x-ms-end-epk). The continuation is the partition's LSN, served as the ETag
 // ("\"<lsn>\"") and sent back as If-None-Match: the next page holds the
 // current versions of documents whose latest write has a higher LSN, in LSN
-// order. Intermediate versions collapse into the latest; deletes are absent.
+// order. Intermediate versions collapse into the latest; deletes are absent,
+// and so are expired items (time to live, ttl.go).
 // A page never splits the documents of one LSN (one transactional batch), so
 // a continuation can never skip part of a transaction. When nothing is new
 // the answer is 304 with the ETag to continue from. After a split the
@@ -103,6 +104,7 @@ func (s *Server) handleChangeFeed(req *Request) (*Response, *apiError) {
 	var out bytes.Buffer
 	count := 0
 	var etag int64
+	view := t.coll.ttlView()
 	p, err := lockFeedPartition(t, h)
 	if err != nil {
 		return nil, err
@@ -124,7 +126,7 @@ func (s *Server) handleChangeFeed(req *Request) (*Response, *apiError) {
 			etag = lastLSN
 			break
 		}
-		if !p.live(e) || !keep(e.doc) {
+		if !p.live(e) || !keep(e.doc) || view.hidden(e.doc) {
 			continue
 		}
 		if count > 0 {

@@ -96,13 +96,17 @@
 //     beginning, from now ("*") or from a time (If-Modified-Since); ordered
 //     by LSN; collapsed to the latest version; deletes absent; 304 when
 //     nothing is new; batches never split across pages.
+//   - Time to live: container defaultTtl and item ttl with the service's
+//     rules and 400s; an item past _ts + its ttl (by Options.Clock) is
+//     invisible everywhere, its id free again, and is purged by the next
+//     write to its partition (see ttl.go).
 //   - Errors: service status, x-ms-substatus where the service sends one,
 //     x-ms-activity-id, {"code","message"} bodies; panics become 500s.
 //
 // # What is not imitated
 //
 // Stored procedures, triggers, UDFs, users and permissions (resource
-// tokens), conflicts, TTL expiry, unique keys, analytical store, vector and
+// tokens), conflicts, unique keys, analytical store (and its TTL), vector and
 // full-text search, all-versions-and-deletes change feed, automatic splits
 // (by storage or throughput) and merges, the transient 410/1007
 // (CompletingSplit) window of a split in progress (a split here is atomic),

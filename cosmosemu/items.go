@@ -78,6 +78,7 @@ func (c *container) finishDocument(user []byte, data map[string]any, d *document
 	data["_etag"] = d.etag
 	data["_attachments"] = "attachments/"
 	data["_ts"] = float64(d.ts)
+	d.ttl = itemTTL(data)
 	d.body = b.Bytes()
 	d.data = data
 }
@@ -155,16 +156,21 @@ func (s *Server) handleWriteNew(req *Request) (*Response, *apiError) {
 	if len(user) > defaultMaxDocumentBytes {
 		return nil, errTooLarge()
 	}
+	c := t.coll
+	view := c.ttlView()
+	if err := checkItemTTL(view.cfg, t.doc); err != nil {
+		return nil, err
+	}
 	ifMatch := req.HTTP.Header.Get("If-Match")
 	key := pkKey(t.pk)
 	etag := s.store.newETag()
-	c := t.coll
 
 	p, lerr := t.lockPoint(true)
 	if lerr != nil {
 		return nil, lerr
 	}
-	existing := p.lookup(key, id)
+	p.purgeExpired(view)
+	existing := p.find(key, id, view)
 	if existing != nil && req.Operation == OpCreate {
 		p.mu.Unlock()
 		return nil, errConflict()
@@ -199,11 +205,12 @@ func (s *Server) handleWriteNew(req *Request) (*Response, *apiError) {
 func (s *Server) handleReadItem(req *Request) (*Response, *apiError) {
 	t := req.tgt
 	id := req.path[5]
+	view := t.coll.ttlView()
 	p, lerr := t.lockPoint(false)
 	if lerr != nil {
 		return nil, lerr
 	}
-	d := p.lookup(pkKey(t.pk), id)
+	d := p.find(pkKey(t.pk), id, view)
 	lsn := p.lsn
 	p.mu.RUnlock()
 	if d == nil {
@@ -233,6 +240,10 @@ func (s *Server) handleReplaceItem(req *Request) (*Response, *apiError) {
 	if jerr != nil {
 		return nil, errBadRequest("The input content is invalid: %s", jerr.Error())
 	}
+	view := t.coll.ttlView()
+	if err := checkItemTTL(view.cfg, t.doc); err != nil {
+		return nil, err
+	}
 	ifMatch := req.HTTP.Header.Get("If-Match")
 	key := pkKey(t.pk)
 	etag := s.store.newETag()
@@ -241,7 +252,8 @@ func (s *Server) handleReplaceItem(req *Request) (*Response, *apiError) {
 	if lerr != nil {
 		return nil, lerr
 	}
-	existing := p.lookup(key, id)
+	p.purgeExpired(view)
+	existing := p.find(key, id, view)
 	if existing == nil {
 		p.mu.Unlock()
 		return nil, errNotFound()
@@ -264,11 +276,13 @@ func (s *Server) handleDeleteItem(req *Request) (*Response, *apiError) {
 	t := req.tgt
 	id := req.path[5]
 	ifMatch := req.HTTP.Header.Get("If-Match")
+	view := t.coll.ttlView()
 	p, lerr := t.lockPoint(true)
 	if lerr != nil {
 		return nil, lerr
 	}
-	existing := p.lookup(pkKey(t.pk), id)
+	p.purgeExpired(view)
+	existing := p.find(pkKey(t.pk), id, view)
 	if existing == nil {
 		p.mu.Unlock()
 		return nil, errNotFound()
@@ -294,12 +308,14 @@ func (s *Server) handlePatchItem(req *Request) (*Response, *apiError) {
 	ifMatch := req.HTTP.Header.Get("If-Match")
 	key := pkKey(t.pk)
 	etag := s.store.newETag()
+	view := t.coll.ttlView()
 
 	p, lerr := t.lockPoint(true)
 	if lerr != nil {
 		return nil, lerr
 	}
-	existing := p.lookup(key, id)
+	p.purgeExpired(view)
+	existing := p.find(key, id, view)
 	if existing == nil {
 		p.mu.Unlock()
 		return nil, errNotFound()
@@ -309,6 +325,9 @@ func (s *Server) handlePatchItem(req *Request) (*Response, *apiError) {
 		return nil, errPrecondition()
 	}
 	data, user, perr := spec.apply(existing, t.def)
+	if perr == nil {
+		perr = checkItemTTL(view.cfg, data)
+	}
 	if perr != nil {
 		p.mu.Unlock()
 		return nil, perr

@@ -61,7 +61,7 @@ func (s *store) createOffer(t *throughputRequest, resource, ownerRID string, ass
 	n := s.ridCounter.Add(1)
 	id := offerID(n)
 	o := &offer{id: id, resource: resource, offerResourceID: ownerRID, manual: t.manual, autoscaleMax: t.autoscaleMax,
-		ts: nowUnix(), etag: s.newETag(), seq: s.creation.Add(1)}
+		ts: s.now(), etag: s.newETag(), seq: s.creation.Add(1)}
 	s.offers[id] = o
 	assign(id)
 	return o
@@ -170,7 +170,7 @@ func (s *Server) handleOffer(req *Request) (*Response, *apiError) {
 			return nil, errBadRequest("The offer content must specify offerThroughput or offerAutopilotSettings.")
 		}
 		o.etag = s.store.newETag()
-		o.ts = nowUnix()
+		o.ts = s.store.now()
 		j := o.toJSON()
 		return marshalResource(http.StatusOK, j, o.etag), nil
 	}

@@ -2,7 +2,9 @@ package cosmosemu
 
 import (
 	"net/http"
+	"time"
 
+	"github.com/durafeed/durafeed/internal/clock"
 	"go.uber.org/zap"
 )
 
@@ -79,6 +81,24 @@ type Options struct {
 	// Every other path is delegated to Admin, e.g. a knobs package admin
 	// handler. Default nil: other paths answer 404.
 	Admin http.Handler
+
+	// Clock is the emulator's source of the current time: the _ts of
+	// databases, containers, offers and items, the times the change feed's
+	// If-Modified-Since start compares against, and time-to-live expiry
+	// (an item is invisible from the second its _ts plus its time to live
+	// is reached). Tests advance it to expire items without sleeping.
+	// Request authentication (x-ms-date skew, Entra ID token expiry) and the
+	// TLS certificate always use the real time, since clients sign with it.
+	// Default: real time (time.Now).
+	Clock Clock
+}
+
+// Clock is a source of the current time. Every durafeed clock
+// (changefeed.Clock, engine.Clock, wakeup.Clock) satisfies it, so one
+// manual clock can drive the emulator and the code under test.
+type Clock interface {
+	// Now returns the current time. It must be safe for concurrent use.
+	Now() time.Time
 }
 
 func (o Options) withDefaults() Options {
@@ -99,6 +119,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
+	}
+	if o.Clock == nil {
+		o.Clock = clock.System{}
 	}
 	return o
 }

@@ -168,10 +168,11 @@ func queryHash(parts ...string) uint64 {
 	return h.Sum64()
 }
 
-// snapshot collects the current versions of the documents in scope, in
-// creation order. keep filters logical partitions (nil keeps all). It
-// reports the first partition found gone (split since it was resolved).
-func snapshot(parts []*partition, keep func(lp *logicalPart) bool) ([]*document, *partition) {
+// snapshot collects the current, unexpired versions of the documents in
+// scope, in creation order. keep filters logical partitions (nil keeps
+// all). It reports the first partition found gone (split since it was
+// resolved).
+func snapshot(parts []*partition, keep func(lp *logicalPart) bool, view ttlView) ([]*document, *partition) {
 	var out []*document
 	for _, p := range parts {
 		p.mu.RLock()
@@ -184,7 +185,9 @@ func snapshot(parts []*partition, keep func(lp *logicalPart) bool) ([]*document,
 				continue
 			}
 			for _, d := range lp.docs {
-				out = append(out, d)
+				if !view.hidden(d) {
+					out = append(out, d)
+				}
 			}
 		}
 		p.mu.RUnlock()
@@ -193,11 +196,11 @@ func snapshot(parts []*partition, keep func(lp *logicalPart) bool) ([]*document,
 	return out, nil
 }
 
-// docsIn returns, in creation order, the current versions in p whose
-// creation sequence is at least from and whose EPK lies in span (unless
-// whole, when p lies entirely inside the span), filtered by keep. ok is
-// false when p is gone (split since it was resolved).
-func (p *partition) docsIn(span epk.Range, whole bool, keep func(lp *logicalPart) bool, from uint64) ([]*document, bool) {
+// docsIn returns, in creation order, the current, unexpired versions in p
+// whose creation sequence is at least from and whose EPK lies in span
+// (unless whole, when p lies entirely inside the span), filtered by keep.
+// ok is false when p is gone (split since it was resolved).
+func (p *partition) docsIn(span epk.Range, whole bool, keep func(lp *logicalPart) bool, from uint64, view ttlView) ([]*document, bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.gone {
@@ -212,7 +215,7 @@ func (p *partition) docsIn(span epk.Range, whole bool, keep func(lp *logicalPart
 			continue
 		}
 		for _, d := range lp.docs {
-			if d.seq >= from {
+			if d.seq >= from && !view.hidden(d) {
 				out = append(out, d)
 			}
 		}
@@ -242,7 +245,8 @@ type queryScope struct {
 	byID  bool
 	rng   epk.Range // EPK interval of the scope
 	keep  func(lp *logicalPart) bool
-	pkKey string // canonical key (or prefix) when scoped by partition key
+	pkKey string  // canonical key (or prefix) when scoped by partition key
+	ttl   ttlView // which versions are expired for this request
 }
 
 // overlapping returns the current partitions of the scope intersecting
@@ -274,7 +278,7 @@ func (s *Server) runDocQuery(ctx context.Context, req *Request, qr *queryRequest
 		return nil, err
 	}
 	safe := qr.q.Features().CrossPartitionSafe()
-	sc := &queryScope{coll: t.coll, byID: t.byID, rng: epk.Range{Min: epk.MinInclusive, Max: epk.MaxExclusive}}
+	sc := &queryScope{coll: t.coll, byID: t.byID, rng: epk.Range{Min: epk.MinInclusive, Max: epk.MaxExclusive}, ttl: t.coll.ttlView()}
 	pk, prefix, scoped := t.pk, t.prefix, t.hasPK
 	if !scoped && !t.byID && req.Operation == OpQuery {
 		if pinned, ok := pinnedPartitionKey(qr.text, qr.params, t.def); ok {
@@ -449,7 +453,7 @@ func (r *queryRun) stream(spans []querySpan) ([]querySpan, *apiError) {
 				es.Max = q.rng.Max
 			}
 			whole := epk.Compare(es.Min, q.rng.Min) <= 0 && epk.Compare(q.rng.Max, es.Max) <= 0
-			docs, ok := q.docsIn(es, whole, r.sc.keep, sp.Seq)
+			docs, ok := q.docsIn(es, whole, r.sc.keep, sp.Seq, r.sc.ttl)
 			if !ok {
 				if err := r.sc.gone(q); err != nil {
 					return nil, err
@@ -510,7 +514,7 @@ func (r *queryRun) evaluate(off int) (int, *apiError) {
 			return 0, newErrSub(http.StatusBadRequest, subStatusCrossPartitionNotServable, msgCrossPartitionQuery)
 		}
 		var gone *partition
-		docs, gone = snapshot(parts, r.sc.keep)
+		docs, gone = snapshot(parts, r.sc.keep, r.sc.ttl)
 		if gone == nil {
 			for _, p := range parts {
 				r.touch(p)

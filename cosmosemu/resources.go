@@ -226,11 +226,16 @@ func (s *Server) handleContainer(req *Request) (*Response, *apiError) {
 		if err != nil {
 			return nil, err
 		}
+		props := containerProps(body)
+		ttl, err := parseDefaultTTL(props)
+		if err != nil {
+			return nil, err
+		}
 		offerReq, err := parseThroughputHeaders(req.HTTP.Header)
 		if err != nil {
 			return nil, err
 		}
-		c, err := s.store.createContainer(db, id, containerProps(body), def)
+		c, err := s.store.createContainer(db, id, props, def, ttl)
 		if err != nil {
 			return nil, err
 		}
@@ -266,6 +271,11 @@ func (s *Server) handleContainer(req *Request) (*Response, *apiError) {
 		if err != nil {
 			return nil, err
 		}
+		props := containerProps(body)
+		ttl, err := parseDefaultTTL(props)
+		if err != nil {
+			return nil, err
+		}
 		c.mu.Lock()
 		if strings.Join(def.Paths, ",") != strings.Join(c.pkDef.Paths, ",") || def.Kind != c.pkDef.Kind {
 			c.mu.Unlock()
@@ -275,10 +285,11 @@ func (s *Server) handleContainer(req *Request) (*Response, *apiError) {
 			c.mu.Unlock()
 			return nil, errPrecondition()
 		}
-		c.props = containerProps(body)
+		c.props = props
 		c.policy = parseIndexPolicy(c.props)
+		c.ttl.Store(ttl)
 		c.etag = s.store.newETag()
-		c.ts = nowUnix()
+		c.ts = s.store.now()
 		c.mu.Unlock()
 		j := c.toJSON()
 		return marshalResource(http.StatusOK, j, j["_etag"].(string)), nil

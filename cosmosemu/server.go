@@ -64,7 +64,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		key:      key,
 		log:      opts.Logger,
 		listener: ln,
-		store:    newStore(opts.PartitionCount),
+		store:    newStore(opts.PartitionCount, opts.Clock),
 		done:     make(chan struct{}),
 	}
 	port := ln.Addr().(*net.TCPAddr).Port

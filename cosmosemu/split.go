@@ -31,7 +31,8 @@ import (
 //     LSN n") means exactly the same thing on both children. Resuming the
 //     parent's continuation on each child therefore returns every change not
 //     yet read exactly once. Superseded versions and deletes, which the
-//     latest-version feed never serves, are dropped during the move.
+//     latest-version feed never serves, are dropped during the move, and so
+//     are expired items; the others keep their time to live (ttl.go).
 //   - The parent is frozen (gone). A request naming it (header
 //     x-ms-documentdb-partitionkeyrangeid, which carries change-feed and
 //     ReadMany continuations) answers 410 with sub-status 1002; a request
@@ -152,16 +153,26 @@ func (c *container) split(rangeID string) ([2]*partition, error) {
 	}
 	// Copy logical partitions and current versions so the frozen parent
 	// stays readable, unchanged, by requests that resolved it before the
-	// split (they find it gone under its lock and re-route).
+	// split (they find it gone under its lock and re-route). Versions keep
+	// their own time to live (and _ts), so each expires on its child when
+	// it would have on the parent; the children's expiry heaps are built by
+	// their first purge. Versions already expired are purged here.
+	view := c.ttlView()
 	moved := make(map[*document]*document, p.docs)
 	for key, lp := range p.logical {
 		k := owner(lp.epk)
 		nlp := &logicalPart{key: lp.key, pk: lp.pk, epk: lp.epk, docs: make(map[string]*document, len(lp.docs))}
 		for id, d := range lp.docs {
+			if view.hidden(d) {
+				continue
+			}
 			nd := *d
 			nd.lp = nlp
 			nlp.docs[id] = &nd
 			moved[d] = &nd
+		}
+		if len(nlp.docs) == 0 {
+			continue
 		}
 		k.logical[key] = nlp
 		k.docs += len(nlp.docs)
@@ -169,7 +180,7 @@ func (c *container) split(rangeID string) ([2]*partition, error) {
 	for _, e := range p.log {
 		nd := moved[e.doc]
 		if nd == nil {
-			continue // superseded or deleted: never served by the feed
+			continue // superseded, deleted or expired: never served by the feed
 		}
 		k := owner(nd.lp.epk)
 		k.log = append(k.log, logEntry{lsn: e.lsn, ts: e.ts, doc: nd})

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/durafeed/durafeed/internal/epk"
 )
@@ -40,6 +39,7 @@ import (
 
 type store struct {
 	mu             sync.RWMutex
+	clock          Clock
 	partitionCount int
 	dbs            map[string]*database
 	offers         map[string]*offer
@@ -49,10 +49,11 @@ type store struct {
 	creation       atomic.Uint64
 }
 
-func newStore(partitionCount int) *store {
+func newStore(partitionCount int, clk Clock) *store {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	s := &store{
+		clock:          clk,
 		partitionCount: partitionCount,
 		dbs:            map[string]*database{},
 		offers:         map[string]*offer{},
@@ -79,6 +80,7 @@ type container struct {
 	id, rid string
 	ridRaw  []byte
 	seq     uint64
+	clock   Clock
 
 	mu          sync.RWMutex // guards props, policy, pkDef, ts, etag, parts, rangesLSN, nextRangeID
 	props       map[string]any
@@ -91,11 +93,17 @@ type container struct {
 	nextRangeID int          // id of the next range a split creates
 	offerID     string
 
+	// ttl is the time-to-live setting (props["defaultTtl"]), replaced whole
+	// on every container replace; an atomic so that code holding a
+	// partition lock may read it without taking c.mu (see ttl.go).
+	ttl atomic.Pointer[ttlConfig]
+
 	docSeq  atomic.Uint64
 	removed atomic.Bool
 }
 
 type partition struct {
+	coll    *container
 	id      string
 	num     int // numeric id, also the range's ridPrefix
 	rng     epk.Range
@@ -111,6 +119,12 @@ type partition struct {
 	log     []logEntry
 	stale   int
 	docs    int
+
+	// Expiry schedule of time-to-live purging (ttl.go): a min-heap of the
+	// current versions with an expiry under expCfg, the container setting
+	// it was built for; rebuilt when that setting changes.
+	expiries expiryHeap
+	expCfg   *ttlConfig
 }
 
 type logicalPart struct {
@@ -128,6 +142,7 @@ type document struct {
 	etag string
 	ts   int64
 	lsn  int64
+	ttl  int64          // the item's own "ttl": -1, 1..2147483647, or 0 when absent or not valid
 	body []byte         // stored JSON including system properties, without _lsn
 	data map[string]any // parsed form of body; never mutated after install
 }
@@ -147,7 +162,11 @@ func encodeRID(b []byte) string {
 	return strings.ReplaceAll(base64.StdEncoding.EncodeToString(b), "/", "-")
 }
 
-func nowUnix() int64 { return time.Now().Unix() }
+// now returns the emulator clock's current Unix second.
+func (s *store) now() int64 { return s.clock.Now().Unix() }
+
+// now returns the emulator clock's current Unix second.
+func (c *container) now() int64 { return c.clock.Now().Unix() }
 
 // database operations
 
@@ -161,7 +180,7 @@ func (s *store) createDatabase(id string) (*database, *apiError) {
 	raw := make([]byte, 4)
 	binary.LittleEndian.PutUint32(raw, n<<8|0x01)
 	raw[0] = byte(n%200) + 16
-	db := &database{id: id, rid: encodeRID(raw), seq: s.creation.Add(1), ts: nowUnix(), etag: s.newETag(), colls: map[string]*container{}}
+	db := &database{id: id, rid: encodeRID(raw), seq: s.creation.Add(1), ts: s.now(), etag: s.newETag(), colls: map[string]*container{}}
 	s.dbs[id] = db
 	return db, nil
 }
@@ -232,7 +251,7 @@ func (s *store) container(dbID, collID string) (*container, *apiError) {
 	return c, nil
 }
 
-func (s *store) createContainer(db *database, id string, props map[string]any, def pkDefinition) (*container, *apiError) {
+func (s *store) createContainer(db *database, id string, props map[string]any, def pkDefinition, ttl *ttlConfig) (*container, *apiError) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.removed.Load() {
@@ -248,9 +267,10 @@ func (s *store) createContainer(db *database, id string, props map[string]any, d
 	binary.LittleEndian.PutUint32(raw[4:], n<<3|0x2)
 	raw[7] = byte(0x60 + n%32)
 	c := &container{
-		db: db, id: id, ridRaw: raw, rid: encodeRID(raw), seq: s.creation.Add(1),
-		props: props, policy: parseIndexPolicy(props), pkDef: def, ts: nowUnix(), etag: s.newETag(),
+		db: db, id: id, ridRaw: raw, rid: encodeRID(raw), seq: s.creation.Add(1), clock: s.clock,
+		props: props, policy: parseIndexPolicy(props), pkDef: def, ts: s.now(), etag: s.newETag(),
 	}
+	c.ttl.Store(ttl)
 	ranges := epk.SplitEven(s.partitionCount)
 	c.rangesLSN = 1
 	for i, r := range ranges {
@@ -351,7 +371,7 @@ func (c *container) newPartition(n int, r epk.Range, version int64, parents []st
 	copy(raw, c.ridRaw)
 	binary.BigEndian.PutUint64(raw[8:], uint64(n)+1)
 	return &partition{
-		id: strconv.Itoa(n), num: n, rng: r, rid: encodeRID(raw), lsn0: version, parents: parents,
+		coll: c, id: strconv.Itoa(n), num: n, rng: r, rid: encodeRID(raw), lsn0: version, parents: parents,
 		logical: map[string]*logicalPart{},
 	}
 }
@@ -390,7 +410,7 @@ func (p *partition) logicalFor(key string, pk []any, e string) *logicalPart {
 // partition (caller holds p.mu for writing), keeping the log ordered by
 // time as well as by LSN.
 func (p *partition) nextTS() int64 {
-	ts := nowUnix()
+	ts := p.coll.now()
 	if ts < p.lastTS {
 		ts = p.lastTS
 	}
@@ -409,6 +429,7 @@ func (p *partition) install(doc *document) {
 	}
 	lp.docs[doc.id] = doc
 	p.log = append(p.log, logEntry{lsn: doc.lsn, ts: doc.ts, doc: doc})
+	p.scheduleExpiry(doc)
 	p.maybeCompact()
 }
 
