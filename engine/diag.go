@@ -27,6 +27,10 @@ type Stats struct {
 	// IntentsHeld counts feed batches the handler refused because they
 	// held an outbox intent while HoldIntents was on.
 	IntentsHeld int64
+	// LocksReleased counts locks (worker items, messages and instance
+	// locks) of replicas this one declared dead that it freed before
+	// their expiry.
+	LocksReleased int64
 }
 
 // Stats returns the counters so far.
@@ -35,7 +39,8 @@ func (e *Engine) Stats() Stats {
 	return Stats{OrchFetched: s.orchFetched.Load(), WorkFetched: s.workFetched.Load(), FeedDelivered: s.feedDelivered.Load(),
 		SweepDelivered: s.sweepDelivered.Load(), Sweeps: s.sweeps.Load(), Catchups: s.catchups.Load(),
 		HintsWritten: s.hintsWritten.Load(), HintScans: s.hintScans.Load(),
-		WorkSettled: s.workSettled.Load(), WorkSkipped: s.workSkipped.Load(), IntentsHeld: s.intentsHeld.Load()}
+		WorkSettled: s.workSettled.Load(), WorkSkipped: s.workSkipped.Load(), IntentsHeld: s.intentsHeld.Load(),
+		LocksReleased: s.locksReleased.Load()}
 }
 
 // ReplicaID is the replica's name in lease documents.

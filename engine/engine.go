@@ -112,6 +112,12 @@ type session struct {
 	// holds (never by the readyWait timer).
 	shared     chan struct{}
 	sharedOnce sync.Once
+
+	// dead are lock holders (leasestore Holder names) this replica's
+	// take-overs declared dead, whose locks releaseLoop frees.
+	deadMu   sync.Mutex
+	dead     []string
+	deadKick chan struct{}
 }
 
 // Per-slot bounds of the hubs (wakeup.Options.MaxPendingPerSlot): a slot
@@ -138,6 +144,7 @@ type engineStats struct {
 	workSettled    atomic.Int64 // worker items the feed showed acked
 	workSkipped    atomic.Int64 // worker wakeups dropped as settled
 	intentsHeld    atomic.Int64 // feed batches refused under HoldIntents
+	locksReleased  atomic.Int64 // locks of dead holders released
 }
 
 // parkedWI is a worker wakeup the fetch that took it could not use.
@@ -276,7 +283,7 @@ func (e *Engine) joined() <-chan struct{} {
 
 func (e *Engine) startSession() (*session, error) {
 	s := &session{catchKick: make(chan struct{}, 1), hintKick: make(chan struct{}, 1), ready: make(chan struct{}), shared: make(chan struct{}),
-		unpinned: map[string]wakeup.Set{}}
+		unpinned: map[string]wakeup.Set{}, deadKick: make(chan struct{}, 1)}
 	s.owned.Store(&wakeup.Set{})
 	so := leasestore.Options{
 		ReplicaID:         e.opts.ReplicaID,
@@ -290,6 +297,7 @@ func (e *Engine) startSession() (*session, error) {
 		Logger:            e.log,
 		OnChange:          func(ev leasestore.Event) { e.onLeaseChange(s, ev) },
 		OnDocument:        e.onLeaseDocument,
+		OnExpired:         s.declaredDead,
 	}
 	st, err := leasestore.New(e.s.Container(), so)
 	if err != nil {
@@ -330,7 +338,63 @@ func (e *Engine) startSession() (*session, error) {
 	s.goLoop(func() { e.maintLoop(ctx) })
 	s.goLoop(func() { e.hintLoop(s) })
 	s.goLoop(func() { e.idleLoop(s) })
+	s.goLoop(func() { e.releaseLoop(s) })
 	return s, nil
+}
+
+// declaredDead is leasestore's OnExpired: holder's locks are to be freed.
+func (s *session) declaredDead(holder string) {
+	s.deadMu.Lock()
+	s.dead = append(s.dead, holder)
+	s.deadMu.Unlock()
+	select {
+	case s.deadKick <- struct{}{}:
+	default:
+	}
+}
+
+// releaseLoop frees the locks of the holders this replica declared dead
+// (store.ReleaseLocksOf), retrying a failed pass with backoff until the
+// session ends, and signals what became free at once. Once a take-over
+// has committed, the dead registration cannot heartbeat again and every
+// write of its locks is conditional on the version the lock wrote, so its
+// work is fetchable now instead of after the lock timeout.
+func (e *Engine) releaseLoop(s *session) {
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.deadKick:
+		}
+		s.deadMu.Lock()
+		holders := s.dead
+		s.dead = nil
+		s.deadMu.Unlock()
+		for _, h := range holders {
+			for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+				w, err := e.s.ReleaseLocksOf(s.ctx, h)
+				e.Wrote(w)
+				e.stats.locksReleased.Add(int64(len(w.Visible) + len(w.Released)))
+				if err == nil {
+					break
+				}
+				e.log.Warn("releasing the locks of a dead replica failed; retrying", zap.String("holder", h), zap.Error(err))
+				if !e.sleep(s.ctx, wait) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// holder names the locks this replica takes: its current lease
+// registration ("" while it has not joined, or has not registered yet:
+// such locks are freed by their expiry only).
+func (e *Engine) holder() string {
+	if s := e.sess.Load(); s != nil && s.store != nil {
+		return s.store.Holder()
+	}
+	return ""
 }
 
 func (s *session) goLoop(f func()) {

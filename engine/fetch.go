@@ -142,7 +142,7 @@ func (e *Engine) orchWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 // signalled, and a lock taken is signalled (its expiry) before the item
 // returns.
 func (e *Engine) lockInstance(ctx context.Context, instance string, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (store.LockResult, error) {
-	req := store.LockRequest{Instance: instance, LockTimeout: lockTimeout, Filter: filter}
+	req := store.LockRequest{Instance: instance, LockTimeout: lockTimeout, Filter: filter, Owner: e.holder()}
 	if heads := e.heads.take(instance, e.now()); len(heads) > 0 {
 		req.Heads, req.HeadsComplete = heads, e.heads.isComplete(instance)
 	}
@@ -207,7 +207,7 @@ func (e *Engine) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout tim
 	deadline := e.clk.Now().Add(pollTimeout)
 	if joined := e.joined(); !e.isJoined() {
 		for {
-			item, err := e.s.LockWorkIn(ctx, slots.Block{First: 0, Last: slots.Count - 1}, lockTimeout, session, tags)
+			item, err := e.s.LockWorkIn(ctx, slots.Block{First: 0, Last: slots.Count - 1}, lockTimeout, session, tags, e.holder())
 			if err != nil || item != nil {
 				return item, err
 			}
@@ -389,7 +389,7 @@ func (e *Engine) workWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 			return nil, nil
 		}
 	}
-	item, until, err := e.s.LockWork(ctx, q, lockTimeout)
+	item, until, err := e.s.LockWork(ctx, q, lockTimeout, e.holder())
 	if item != nil && e.isJoined() && e.isOwned(q.DispatchSlot) {
 		e.work.SignalAt(q.DispatchSlot, workKey(q.InstanceID, q.ID), msTime(until))
 	}

@@ -446,6 +446,9 @@ func (s *Store) takeOver(ctx context.Context, a action) bool {
 	}
 	s.mu.Unlock()
 	s.log.Info("took over leases of a dead replica", zap.String("owner", od.Replica), zap.Int("leases", 1+len(a.more)))
+	if s.opts.OnExpired != nil && a.owner.Incarnation != "" {
+		s.opts.OnExpired(holderName(od.Replica, a.owner.Incarnation))
+	}
 	return true
 }
 

@@ -200,6 +200,24 @@ func (s *Store) checkSelf(ctx context.Context, inc string) error {
 	return nil
 }
 
+// holderName is the Holder of a registration: the replica id and its
+// incarnation ('/' cannot occur in a replica id).
+func holderName(replica, incarnation string) string { return replica + "/" + incarnation }
+
+// Holder names this replica's current registration ("replica/incarnation";
+// "" while not registered), for stamping on locks that should be freed
+// once the registration is declared dead (Options.OnExpired reports the
+// same name). A registration declared dead is never live again: the
+// replica registers anew under another incarnation, so another Holder.
+func (s *Store) Holder() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.registered {
+		return ""
+	}
+	return holderName(s.id, s.incarnation)
+}
+
 // declaredDead handles another replica's declaration that this one is
 // dead: leases are given up at once and the replica registers anew.
 func (s *Store) declaredDead(inc, by string) {

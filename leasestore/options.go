@@ -108,6 +108,16 @@ type Options struct {
 	// block).
 	OnChange func(Event)
 
+	// OnExpired, when set, is called after this replica's take-over batch
+	// has declared another replica's registration dead (its heartbeat
+	// document rewritten "expired", its leases taken), with that
+	// replica's Holder name (see Store.Holder). From then on the dead
+	// registration can no longer write its heartbeat, and every lease it
+	// held has moved, so locks it stamped with that name may be freed at
+	// once. It is called from the balancing goroutine without the Store's
+	// lock; it must return quickly and must not block on the Store.
+	OnExpired func(holder string)
+
 	// OnDocument, when set, receives every document of the lease partition
 	// that is neither a lease nor a heartbeat document (e.g. an
 	// application's own coordination documents kept beside the leases), as

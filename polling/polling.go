@@ -135,7 +135,7 @@ func (d *Dispatcher) FetchWorkItem(ctx context.Context, lockTimeout, _ time.Dura
 		return nil, durable.Retryable(op, err, "cancelled")
 	}
 	defer release()
-	return d.s.LockWorkIn(ctx, sh, lockTimeout, session, tags)
+	return d.s.LockWorkIn(ctx, sh, lockTimeout, session, tags, "")
 }
 
 // Wrote implements the dispatcher contract: polling signals nothing (the

@@ -839,3 +839,65 @@ func TestLateFirstFeedReadLosesNothing(t *testing.T) {
 	require.NotNil(t, item, "the write before the feed's starting point was caught up")
 	require.Equal(t, "late-1", item.Instance)
 }
+
+// TestFailoverReleasesLocksOfDeadReplica: a replica dies holding an
+// orchestration lock and a work-item lock, both an hour long. The replica
+// that takes its leases over frees them at once (its take-over declared
+// the holder dead), so the work is fetchable long before the locks would
+// expire; and the dead replica, were it only judged dead, can no longer
+// commit under its old lock.
+func TestFailoverReleasesLocksOfDeadReplica(t *testing.T) {
+	t.Parallel()
+	container := freshContainer("failover-locks")
+	cfg := replicaConfig(container)
+	cfg.joinEagerly = true
+	ctx := context.Background()
+	cfgA := cfg
+	cfgA.ReplicaID = "a"
+	a := openProvider(t, cfgA)
+	createInstance(t, a, "x", "")
+	require.NoError(t, a.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: "x", Name: "go"}, 0))
+	item := mustFetchOrch(t, a, time.Hour)
+	require.NoError(t, a.EnqueueForWorker(ctx, durable.ActivityExecute{Instance: "x", ExecutionID: 1, ID: 2, Name: "A", Input: "{}"}))
+	var w *durable.LockedWorkItem
+	require.Eventually(t, func() bool {
+		var err error
+		w, err = a.FetchWorkItem(ctx, time.Hour, 100*time.Millisecond, nil, durable.AnyTag())
+		require.NoError(t, err)
+		return w != nil
+	}, hang, time.Millisecond)
+	a.Crash()
+
+	cfgB := cfg
+	cfgB.ReplicaID = "b"
+	b := openProvider(t, cfgB)
+	var got *durable.OrchestrationItem
+	require.Eventually(t, func() bool {
+		var err error
+		got, err = b.FetchOrchestrationItem(ctx, lockLong, 200*time.Millisecond, nil)
+		require.NoError(t, err)
+		return got != nil
+	}, hang, time.Millisecond, "the dead replica's orchestration lock is freed at the take-over")
+	require.Equal(t, "x", got.Instance)
+	require.Len(t, got.Messages, 1)
+	var gotW *durable.LockedWorkItem
+	require.Eventually(t, func() bool {
+		var err error
+		gotW, err = b.FetchWorkItem(ctx, lockLong, 200*time.Millisecond, nil, durable.AnyTag())
+		require.NoError(t, err)
+		return gotW != nil
+	}, hang, time.Millisecond, "the dead replica's work-item lock is freed at the take-over")
+	require.EqualValues(t, 2, gotW.AttemptCount)
+	require.GreaterOrEqual(t, b.ev.Stats().LocksReleased, int64(3), "instance, message and work item")
+
+	// The old holder's writes under its freed locks fail; the new ones hold.
+	turn := durable.OrchestrationTurn{ExecutionID: 1, HistoryDelta: []history.Event{ev("x", 1, 2, history.ExternalEvent{Name: "go"})}}
+	require.ErrorIs(t, a.AckOrchestrationItem(ctx, item.LockToken, turn), durable.ErrPermanent)
+	require.ErrorIs(t, a.AckWorkItem(ctx, w.LockToken, durable.ActivityCompleted{Instance: "x", ExecutionID: 1, ID: 2, Result: "old"}), durable.ErrPermanent)
+	require.NoError(t, b.AckOrchestrationItem(ctx, got.LockToken, turn))
+	require.NoError(t, b.AckWorkItem(ctx, gotW.LockToken, durable.ActivityCompleted{Instance: "x", ExecutionID: 1, ID: 2, Result: "new"}))
+	hist, err := b.Read(ctx, "x")
+	require.NoError(t, err)
+	require.Len(t, hist, 2, "the turn applied once")
+	require.Equal(t, 1, countDocs(t, container, "x", "c.type = 'orch_queue'"), "one completion")
+}

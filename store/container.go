@@ -17,7 +17,7 @@ func indexingPolicy() *azcosmos.IndexingPolicy {
 	inc := []string{"/type/?", "/instanceId/?", "/dispatchSlot/?", "/visibleAt/?", "/enqueuedAt/?",
 		"/lockedUntil/?", "/executionId/?", "/eventId/?", "/status/?", "/sessionId/?", "/ownerId/?",
 		"/parentInstanceId/?", "/createdAt/?", "/customStatusVersion/?", "/tag/?", "/lockToken/?",
-		"/stagedBy/?", "/deleting/?", "/deletingAt/?", "/publish/*", "/publish/at/?", "/lastActivity/?", "/activityId/?",
+		"/stagedBy/?", "/lockOwner/?", "/deleting/?", "/deletingAt/?", "/publish/*", "/publish/at/?", "/lastActivity/?", "/activityId/?",
 		"/pending/?", "/completedAt/?"}
 	exc := []string{"/eventData/*", "/workItem/*", "/payload/*", "/output/*", "/customStatus/*", "/*"}
 	p := &azcosmos.IndexingPolicy{IndexingMode: azcosmos.IndexingModeConsistent, Automatic: true}

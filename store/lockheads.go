@@ -71,7 +71,7 @@ type turnRead struct {
 // the batch's stale precondition. A lock it cannot turn into a coherent
 // turn (rare: a message that must be dropped, more than a turn takes) is
 // abandoned without counting an attempt, which signals the instance again.
-func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedInst, heads []Head, complete bool, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (item *durable.OrchestrationItem, st lockState, pre *turnRead, staleDoc bool, err error) {
+func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedInst, heads []Head, complete bool, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter, owner string) (item *durable.OrchestrationItem, st lockState, pre *turnRead, staleDoc bool, err error) {
 	const op = "fetch_orchestration_item"
 	decline := func() (*durable.OrchestrationItem, lockState, *turnRead, bool, error) {
 		return nil, lockState{unusedHeads: heads}, nil, false, nil
@@ -108,7 +108,7 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 	nonce := uuid.NewString()
 	token := makeToken(tokenOrch, nonce, instance, "")
 	until := now + durMS(lockTimeout)
-	nd, ops := lockOps(instance, d, keep, token, until, now)
+	nd, ops := lockOps(instance, d, keep, lockSpec{token, until, owner}, now)
 
 	q := &turnRead{head: c == nil}
 	if d != nil {
@@ -208,7 +208,7 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 		}
 		ops2 := []batchOp{opReplace(idInstance, nd, instETag)}
 		for _, m := range extra {
-			ops2 = append(ops2, opPatch(m.doc.ID, lockPatch(token, until), m.doc.ETag))
+			ops2 = append(ops2, opPatch(m.doc.ID, lockPatch(lockSpec{token, until, owner}), m.doc.ETag))
 		}
 		for _, id := range drop {
 			ops2 = append(ops2, opDelete(id))
@@ -233,7 +233,7 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 // lockOps are the lock batch of a turn of keep: the instance document
 // locked (created pending when d is nil, else replaced conditionally on
 // d's ETag), then every message locked conditionally on its ETag.
-func lockOps(instance string, d *instanceDoc, keep []lockedMessage, token string, until, now int64) (instanceDoc, []batchOp) {
+func lockOps(instance string, d *instanceDoc, keep []lockedMessage, l lockSpec, now int64) (instanceDoc, []batchOp) {
 	ids := make([]string, len(keep))
 	for i, m := range keep {
 		ids[i] = m.doc.ID
@@ -242,27 +242,38 @@ func lockOps(instance string, d *instanceDoc, keep []lockedMessage, token string
 	var instOp batchOp
 	if d == nil {
 		nd = instanceDoc{ID: idInstance, InstanceID: instance, Type: typeInstance, Pending: true,
-			LockToken: token, LockedUntil: until, LockedMsgs: ids, CreatedAt: now, UpdatedAt: now}
+			LockToken: l.token, LockedUntil: l.until, LockOwner: l.owner, LockedMsgs: ids, CreatedAt: now, UpdatedAt: now}
 		instOp = opCreate(nd)
 	} else {
 		nd = *d
 		nd.ETag = ""
-		nd.LockToken, nd.LockedUntil, nd.LockedMsgs = token, until, ids
+		nd.LockToken, nd.LockedUntil, nd.LockOwner, nd.LockedMsgs = l.token, l.until, l.owner, ids
 		instOp = opReplace(idInstance, nd, d.ETag)
 	}
 	ops := make([]batchOp, 0, 1+len(keep))
 	ops = append(ops, instOp)
 	for _, m := range keep {
-		ops = append(ops, opPatch(m.doc.ID, lockPatch(token, until), m.doc.ETag))
+		ops = append(ops, opPatch(m.doc.ID, lockPatch(l), m.doc.ETag))
 	}
 	return nd, ops
 }
 
-// lockPatch locks one message for a turn and counts the attempt.
-func lockPatch(token string, until int64) azcosmos.PatchOperations {
+// lockSpec is a lock as written: its token, its expiry (ms) and its
+// holder (LockRequest.Owner; "" for none).
+type lockSpec struct {
+	token string
+	until int64
+	owner string
+}
+
+// lockPatch locks one message (or worker item) and counts the attempt.
+func lockPatch(l lockSpec) azcosmos.PatchOperations {
 	var pt azcosmos.PatchOperations
-	pt.AppendSet("/lockToken", token)
-	pt.AppendSet("/lockedUntil", until)
+	pt.AppendSet("/lockToken", l.token)
+	pt.AppendSet("/lockedUntil", l.until)
+	if l.owner != "" {
+		pt.AppendSet("/lockOwner", l.owner)
+	}
 	pt.AppendIncrement("/attemptCount", 1)
 	return pt
 }

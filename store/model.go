@@ -44,6 +44,9 @@ type instanceDoc struct {
 	LockToken   string   `json:"lockToken,omitempty"`
 	LockedUntil int64    `json:"lockedUntil"`
 	LockedMsgs  []string `json:"lockedMsgs,omitempty"`
+	// LockOwner is the lock's holder (LockRequest.Owner), for
+	// ReleaseLocksOf; meaningful only while LockedUntil is ahead.
+	LockOwner string `json:"lockOwner,omitempty"`
 	// LastCommit identifies the last committed turn's ack (its lock
 	// nonce and a per-call suffix), so an ack whose batch outcome was lost
 	// in transit can tell it committed, and another ack of the same lock
@@ -122,6 +125,7 @@ type queueDoc struct {
 	EnqueuedAt   int64  `json:"enqueuedAt"`
 	LockToken    string `json:"lockToken,omitempty"`
 	LockedUntil  int64  `json:"lockedUntil"`
+	LockOwner    string `json:"lockOwner,omitempty"`
 	AttemptCount uint32 `json:"attemptCount"`
 	// Worker items only.
 	ExecutionID uint64 `json:"executionId,omitempty"`

@@ -115,6 +115,11 @@ type LockRequest struct {
 	// the newest head is among them (so a new instance needs no query).
 	Heads         []Head
 	HeadsComplete bool
+	// Owner names the lock's holder, stamped on the documents the lock
+	// writes, so that ReleaseLocksOf can free it once the holder is known
+	// dead (event-driven mode: the replica's leasestore Holder). Empty
+	// stamps nothing: the lock is freed by its expiry only.
+	Owner string
 }
 
 // LockResult is what LockInstance did.
@@ -194,7 +199,7 @@ func (p *Store) lockInstanceBody(ctx context.Context, req LockRequest) (*durable
 	// abandoned it wrote: the caller must follow it whatever comes next.
 	var gaveUp Write
 	if len(req.Heads) > 0 {
-		item, st, q, staleDoc, err := p.lockFromHeads(ctx, instance, c, req.Heads, req.HeadsComplete, lockTimeout, filter)
+		item, st, q, staleDoc, err := p.lockFromHeads(ctx, instance, c, req.Heads, req.HeadsComplete, lockTimeout, filter, req.Owner)
 		if item != nil || err != nil {
 			return item, st, err
 		}
@@ -210,7 +215,7 @@ func (p *Store) lockInstanceBody(ctx context.Context, req LockRequest) (*durable
 		return item, st, err
 	}
 	if c != nil {
-		item, st, err := p.lockTurn(ctx, instance, c, pre, req.SeedsOrder, lockTimeout, filter)
+		item, st, err := p.lockTurn(ctx, instance, c, pre, req.SeedsOrder, lockTimeout, filter, req.Owner)
 		if item == nil && err == nil {
 			// Nothing locked, so the document is unchanged (a batch that
 			// only dropped undecodable messages leaves it as it was).
@@ -222,14 +227,14 @@ func (p *Store) lockInstanceBody(ctx context.Context, req LockRequest) (*durable
 		p.st.staleCache.Add(1)
 		pre = nil
 	}
-	return finish(p.lockTurn(ctx, instance, nil, pre, req.SeedsOrder, lockTimeout, filter))
+	return finish(p.lockTurn(ctx, instance, nil, pre, req.SeedsOrder, lockTimeout, filter, req.Owner))
 }
 
 // lockTurn is one attempt of lockInstanceBody, from the remembered
 // document c when not nil, using the query answer pre when it fits (made
 // for the same document: the head query without c, the turn-input query
 // of c's execution with it).
-func (p *Store) lockTurn(ctx context.Context, instance string, c *cachedInst, pre *turnRead, seedsOrder bool, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (_ *durable.OrchestrationItem, st lockState, _ error) {
+func (p *Store) lockTurn(ctx context.Context, instance string, c *cachedInst, pre *turnRead, seedsOrder bool, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter, owner string) (_ *durable.OrchestrationItem, st lockState, _ error) {
 	const op = "fetch_orchestration_item"
 	var published []outbox.Intent
 	defer func() { st.published = published }()
@@ -350,7 +355,7 @@ func (p *Store) lockTurn(ctx context.Context, instance string, c *cachedInst, pr
 	nonce := uuid.NewString()
 	token := makeToken(tokenOrch, nonce, instance, "")
 	until := nowMS() + durMS(lockTimeout)
-	nd, ops := lockOps(instance, d, keep, token, until, now)
+	nd, ops := lockOps(instance, d, keep, lockSpec{token, until, owner}, now)
 	for _, id := range drop {
 		ops = append(ops, opDelete(id))
 	}

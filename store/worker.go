@@ -43,7 +43,9 @@ func tagClause(f durable.TagFilter) (string, []azcosmos.QueryParameter) {
 // seeds' polling fetch) and locks the oldest item the caller may take: a
 // session item only with session settings, and only when its session is
 // free or the caller's. It returns nil, nil when there is none.
-func (p *Store) LockWorkIn(ctx context.Context, sh slots.Block, lockTimeout time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter) (*durable.LockedWorkItem, error) {
+//
+// owner names the lock's holder, as LockRequest.Owner.
+func (p *Store) LockWorkIn(ctx context.Context, sh slots.Block, lockTimeout time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter, owner string) (*durable.LockedWorkItem, error) {
 	if tags.Mode() == durable.TagsNone {
 		return nil, nil
 	}
@@ -85,7 +87,7 @@ func (p *Store) LockWorkIn(ctx context.Context, sh slots.Block, lockTimeout time
 			}
 		}
 		tries++
-		item, _, err := p.lockWorkDoc(ctx, c, lockTimeout)
+		item, _, err := p.lockWorkDoc(ctx, c, lockTimeout, owner)
 		if err != nil || item != nil {
 			return item, err
 		}
@@ -97,15 +99,12 @@ func (p *Store) LockWorkIn(ctx context.Context, sh slots.Block, lockTimeout time
 // returns nil when another fetch won the race, and the lock's expiry. A
 // lock whose answer was lost is read back: when the item carries this
 // lock's token, the lock is ours (instead of waiting for it to expire).
-func (p *Store) lockWorkDoc(ctx context.Context, q queueDoc, lockTimeout time.Duration) (*durable.LockedWorkItem, int64, error) {
+func (p *Store) lockWorkDoc(ctx context.Context, q queueDoc, lockTimeout time.Duration, owner string) (*durable.LockedWorkItem, int64, error) {
 	const op = "fetch_work_item"
 	nonce := uuid.NewString()
 	token := makeToken(tokenWork, nonce, q.InstanceID, q.ID)
 	until := nowMS() + durMS(lockTimeout)
-	var pt azcosmos.PatchOperations
-	pt.AppendSet("/lockToken", token)
-	pt.AppendSet("/lockedUntil", until)
-	pt.AppendIncrement("/attemptCount", 1)
+	pt := lockPatch(lockSpec{token, until, owner})
 	var locked queueDoc
 	if _, err := p.s.patch(ctx, q.InstanceID, q.ID, pt, q.ETag, &locked); err != nil {
 		switch {
@@ -473,6 +472,7 @@ func (p *Store) ReadWork(ctx context.Context, instance, id string) (*WorkDoc, er
 
 // LockWork locks the worker item w (If-Match the version read). It
 // returns nil when another fetch won the race, and the lock's expiry.
-func (p *Store) LockWork(ctx context.Context, w *WorkDoc, lockTimeout time.Duration) (*durable.LockedWorkItem, int64, error) {
-	return p.lockWorkDoc(ctx, w.doc, lockTimeout)
+// owner names the lock's holder, as LockRequest.Owner.
+func (p *Store) LockWork(ctx context.Context, w *WorkDoc, lockTimeout time.Duration, owner string) (*durable.LockedWorkItem, int64, error) {
+	return p.lockWorkDoc(ctx, w.doc, lockTimeout, owner)
 }

@@ -88,25 +88,29 @@ func (c *timerClock) state() (pending, armed int) {
 // before it starts waiting.
 func (c *timerClock) awaitPending(t *testing.T, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool { p, _ := c.state(); return p == n }, 5*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { p, _ := c.state(); return p == n }, hang, time.Millisecond,
 		"waiting for %d pending timers", n)
 }
 
 // awaitArmed waits until the clock has armed n timers in all.
 func (c *timerClock) awaitArmed(t *testing.T, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool { _, a := c.state(); return a == n }, 5*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { _, a := c.state(); return a == n }, hang, time.Millisecond,
 		"waiting for %d timers armed", n)
 }
 
 // awaitSubscribed waits until a fetch waits on the store's change channel.
+// hang bounds a wait for an event that must come: it only catches hangs
+// (a loaded machine may take seconds to schedule a goroutine).
+const hang = time.Minute
+
 func awaitSubscribed(t *testing.T, s *Store) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return s.changed != nil
-	}, 5*time.Second, time.Millisecond, "waiting for a fetch to wait")
+	}, hang, time.Millisecond, "waiting for a fetch to wait")
 }
 
 type fetchResult struct {
@@ -138,7 +142,7 @@ func receive(t *testing.T, ch <-chan fetchResult) fetchResult {
 	select {
 	case r := <-ch:
 		return r
-	case <-time.After(5 * time.Second):
+	case <-time.After(hang):
 		t.Fatal("the fetch did not return")
 		return fetchResult{}
 	}
@@ -428,7 +432,7 @@ func TestLongPollReleasesGoroutinesAndTimers(t *testing.T) {
 	}
 	wg.Wait()
 
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(hang)
 	for runtime.NumGoroutine() > before {
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)
