@@ -54,6 +54,11 @@ type Config struct {
 	IdleWarmup, IdleWindow time.Duration
 	IdleSlices             int
 
+	// Failover runs the failover phase (FailoverScenario, both modes, at
+	// every injected latency) with this After window (default 30 s;
+	// negative: skip the phase).
+	Failover time.Duration
+
 	// PartitionCount is the number of physical partitions (default 4).
 	PartitionCount int
 	// Parallel bounds how many event-driven latency scenarios run at once
@@ -86,6 +91,7 @@ func DefaultConfig() Config {
 		IdleWarmup:     15 * time.Second,
 		IdleWindow:     30 * time.Second,
 		IdleSlices:     6,
+		Failover:       30 * time.Second,
 		PartitionCount: 4,
 		Parallel:       1,
 		Seed:           1,
@@ -134,6 +140,9 @@ func (c Config) withDefaults() Config {
 	if c.IdleSlices <= 0 {
 		c.IdleSlices = d.IdleSlices
 	}
+	if c.Failover == 0 {
+		c.Failover = d.Failover
+	}
 	if c.PartitionCount <= 0 {
 		c.PartitionCount = d.PartitionCount
 	}
@@ -156,10 +165,11 @@ type Report struct {
 	NumCPU    int       `json:"num_cpu"`
 	Settings  Settings  `json:"settings"`
 	// Environments are the emulators, one per injected latency.
-	Environments []EnvInfo       `json:"environments"`
-	Latency      []LatencyResult `json:"latency"`
-	Idle         []IdleResult    `json:"idle"`
-	Targets      []TargetResult  `json:"targets"`
+	Environments []EnvInfo        `json:"environments"`
+	Latency      []LatencyResult  `json:"latency"`
+	Idle         []IdleResult     `json:"idle"`
+	Failover     []FailoverResult `json:"failover,omitempty"`
+	Targets      []TargetResult   `json:"targets"`
 	// Errors lists the scenarios that failed.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -321,6 +331,32 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	runJobs(0, idleJobs)
+
+	// Phase three: failover, all at once (its figures are seconds).
+	var foJobs []func()
+	for _, e := range envs {
+		for _, m := range modes {
+			if cfg.Failover < 0 {
+				break
+			}
+			i := len(rep.Failover)
+			rep.Failover = append(rep.Failover, FailoverResult{Mode: m, InjectedLatencyMS: ms(e.Latency())})
+			foJobs = append(foJobs, func() {
+				r, err := e.RunFailover(ctx, FailoverScenario{Mode: m, After: cfg.Failover, Fetch: cfg.Fetch, Seed: cfg.Seed})
+				mu.Lock()
+				rep.Failover[i] = r
+				mu.Unlock()
+				what := fmt.Sprintf("failover %s at %v", m, e.Latency())
+				if err != nil {
+					fail(what, err)
+					return
+				}
+				progress("%s: after the cut p50 %.0f ms, p99 %.0f ms, max %.0f ms (%d items, %d lost); held turn %.0f ms",
+					what, r.After.P50MS, r.After.P99MS, r.After.MaxMS, r.After.N, r.Lost, r.Held.MaxMS)
+			})
+		}
+	}
+	runJobs(0, foJobs)
 
 	rep.Targets = evaluateTargets(rep)
 	rep.ElapsedS = time.Since(start).Round(100 * time.Millisecond).Seconds()

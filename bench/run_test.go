@@ -25,7 +25,31 @@ func tinyConfig() Config {
 		IdleWarmup:    200 * time.Millisecond,
 		IdleWindow:    800 * time.Millisecond,
 		IdleSlices:    2,
+		Failover:      -1, // TestFailoverHarness; the phase takes a lease expiry
 	}
+}
+
+// TestFailoverHarness runs the failover scenario in polling mode with a
+// short lock: the item the crashed replica held is completed by a
+// survivor once its lock expires, and every other item completes.
+func TestFailoverHarness(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e, err := StartEnv(ctx, EnvOptions{PartitionCount: 2})
+	require.NoError(t, err)
+	defer func() { _ = e.Close() }()
+	r, err := e.RunFailover(ctx, FailoverScenario{Mode: ModePolling, Warmup: 300 * time.Millisecond, Before: 300 * time.Millisecond,
+		After: 700 * time.Millisecond, Interval: Range{Min: 5 * time.Millisecond, Max: 20 * time.Millisecond},
+		Fetch: FetchLoop{PollInterval: 20 * time.Millisecond, PollTimeout: 50 * time.Millisecond, LockTimeout: 500 * time.Millisecond}, Seed: 1})
+	require.NoError(t, err)
+	t.Logf("%+v", r)
+	require.Zero(t, r.Lost)
+	require.Equal(t, 1, r.Held.N, "the crashed replica held one turn")
+	require.GreaterOrEqual(t, r.Held.MaxMS, 500.0*0.9, "which waited for its lock to expire")
+	require.Positive(t, r.Before.N)
+	require.Positive(t, r.After.N)
+	require.Positive(t, r.RUPerMin)
+	require.Zero(t, r.FetchErrors+r.AckErrors)
 }
 
 func TestTinyRunProducesSaneNumbers(t *testing.T) {

@@ -601,6 +601,15 @@ func TestFanOutSpreadsActivities(t *testing.T) {
 	}
 	requireOwnership(t, "start", rs...)
 	requireBalanced(t, rs...)
+	fanBlock := func() engine.BlockOwner {
+		for _, b := range rs[0].p.ev.Ownership() {
+			if b.Block.First <= slots.Of("fan") && slots.Of("fan") <= b.Block.Last {
+				return b
+			}
+		}
+		return engine.BlockOwner{}
+	}
+	before := fanBlock()
 	ctx := context.Background()
 	require.NoError(t, rs[0].p.EnqueueForOrchestrator(ctx, durable.StartOrchestration{Instance: "fan", Orchestration: "Fan",
 		Input: strconv.Itoa(n), Version: "1.0.0", ExecutionID: 1}, 0))
@@ -614,10 +623,19 @@ func TestFanOutSpreadsActivities(t *testing.T) {
 	j.mu.Lock()
 	require.Empty(t, j.problems)
 	j.mu.Unlock()
-	// Every turn was taken by the replica owning the slot at the time (a
-	// loaded machine may move the lease once, by expiry or balancing).
+	// Every turn was taken by the replica owning the slot, unless a loaded
+	// machine moved the slot's lease meanwhile (a late heartbeat, a
+	// take-over): a fetch may then return just as its replica loses the
+	// slot, and the turn is another's to take next.
+	after := fanBlock()
+	moved := before.Epoch != after.Epoch || before.Owner != after.Owner
 	j.mu.Lock()
 	for _, sp := range j.turns["fan"] {
+		if moved {
+			t.Logf("the slot's lease moved (%s, epoch %d → %s, epoch %d); a turn by %s, owner at its fetch: %v",
+				before.Owner, before.Epoch, after.Owner, after.Epoch, sp.replica, sp.owned)
+			continue
+		}
 		require.True(t, sp.owned, "a turn by %s at %v, which did not own the slot", sp.replica, sp.from)
 	}
 	j.mu.Unlock()
@@ -628,6 +646,10 @@ func TestFanOutSpreadsActivities(t *testing.T) {
 	}
 	require.Equal(t, int64(n), total)
 	for _, r := range rs {
+		if moved && r.turns.Load() > 0 {
+			// Owner for part of the run: neither bound of a role holds.
+			continue
+		}
 		if r.turns.Load() > 0 {
 			require.GreaterOrEqual(t, r.acts.Load(), int64(n/10), "the owner, %s, executes at least 10%% of the activities", r.name)
 			require.Positive(t, r.p.ev.Stats().WorkSkipped, "the owner, %s, dropped wakeups of items others took", r.name)

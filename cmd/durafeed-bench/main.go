@@ -64,6 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.cfg.IdleWarmup, "idle-warmup", d.IdleWarmup, "idle phase: wait before the window")
 	fs.DurationVar(&o.cfg.IdleWindow, "idle-window", d.IdleWindow, "idle phase: measurement window (the duration of the idle measurement)")
 	fs.IntVar(&o.cfg.IdleSlices, "idle-slices", d.IdleSlices, "idle phase: slices of the window, to show steadiness")
+	fs.DurationVar(&o.cfg.Failover, "failover", d.Failover, "failover phase: trickle window after a replica is cut (negative: no failover phase)")
 	fs.IntVar(&o.cfg.PartitionCount, "partitions", d.PartitionCount, "physical partitions per container")
 	fs.IntVar(&o.cfg.Parallel, "parallel", d.Parallel, "event-driven latency scenarios run at once (negative: all; polling and idle scenarios always all run at once)")
 	fs.Uint64Var(&o.cfg.Seed, "seed", d.Seed, "seed of the random intervals and delays")

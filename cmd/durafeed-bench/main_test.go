@@ -57,7 +57,7 @@ func TestRunWritesTableAndJSON(t *testing.T) {
 	var stdout bytes.Buffer
 	err := run([]string{"-modes", "polling", "-cases", "wake-local", "-latencies", "0", "-replicas", "1",
 		"-samples", "2", "-warmup", "0", "-interval", "1ms-5ms", "-poll-interval", "20ms",
-		"-idle-warmup", "0s", "-idle-window", "300ms", "-idle-slices", "1", "-out", out, "-quiet"}, &stdout, io.Discard)
+		"-idle-warmup", "0s", "-idle-window", "300ms", "-idle-slices", "1", "-failover", "-1s", "-out", out, "-quiet"}, &stdout, io.Discard)
 	require.NoError(t, err)
 	require.Contains(t, stdout.String(), "wake-local")
 	b, err := os.ReadFile(out)
