@@ -53,6 +53,13 @@ type IdleResult struct {
 	FetchesPerMin float64 `json:"fetches_per_min_per_replica"`
 	// FetchErrors counts failed fetches in the window.
 	FetchErrors int64 `json:"fetch_errors"`
+	// CounterDriftRU is a self-check of the harness: the difference
+	// between the container's total charge as the knobs count it and as
+	// the per-operation counters do, over the container's whole life,
+	// read once its replicas have stopped (0 when every request was seen
+	// by both). The window's figures are read while requests are in
+	// flight, so they may differ by those requests.
+	CounterDriftRU float64 `json:"counter_drift_ru"`
 }
 
 // OpRate is the rate of one kind of operation.
@@ -63,7 +70,7 @@ type OpRate struct {
 
 // RunIdle runs one idle scenario in a container of its own and closes its
 // providers.
-func (e *Env) RunIdle(ctx context.Context, s IdleScenario) (IdleResult, error) {
+func (e *Env) RunIdle(ctx context.Context, s IdleScenario) (res IdleResult, err error) {
 	s.Fetch = s.Fetch.withDefaults()
 	if s.Replicas <= 0 {
 		s.Replicas = 1
@@ -71,7 +78,7 @@ func (e *Env) RunIdle(ctx context.Context, s IdleScenario) (IdleResult, error) {
 	if s.Slices <= 0 {
 		s.Slices = 1
 	}
-	res := IdleResult{Mode: s.Mode, Replicas: s.Replicas, InjectedLatencyMS: ms(e.Latency()),
+	res = IdleResult{Mode: s.Mode, Replicas: s.Replicas, InjectedLatencyMS: ms(e.Latency()),
 		WarmupS: s.Warmup.Seconds(), WindowS: s.Window.Seconds()}
 	if s.Window <= 0 {
 		return res, fmt.Errorf("bench: idle window must be positive")
@@ -87,6 +94,12 @@ func (e *Env) RunIdle(ctx context.Context, s IdleScenario) (IdleResult, error) {
 		for _, p := range replicas {
 			_ = p.Close()
 		}
+		u := e.usage(container)
+		var sum float64
+		for _, op := range u.ByOperation {
+			sum += op.RequestCharge
+		}
+		res.CounterDriftRU = round2(math.Abs(u.RequestCharge - sum))
 	}()
 	for range s.Replicas {
 		p, err := e.openProvider(ctx, container, s.Mode)

@@ -106,13 +106,9 @@ func TestTinyRunProducesSaneNumbers(t *testing.T) {
 		require.Greater(t, r.RUPerMin, 0.0, name)
 		require.Len(t, r.SliceRUPerMin, 2, name)
 		require.NotEmpty(t, r.ByOperation, name)
-		var sum float64
-		for _, op := range r.ByOperation {
-			sum += op.RUPerMin
-		}
 		// The per-operation counter and the knobs' per-container counter
-		// see the same requests.
-		require.InDelta(t, r.RUPerMin, sum, 0.05*r.RUPerMin+1, name)
+		// see the same requests (compared once nothing is in flight).
+		require.Less(t, r.CounterDriftRU, 0.05, name)
 		require.Greater(t, r.FetchesPerMin, 0.0, name)
 	}
 	require.NotEmpty(t, rep.Targets)
