@@ -199,3 +199,28 @@ func TestLostAnswerOnSessionClaim(t *testing.T) {
 		require.Nil(t, w, "the session stays w1's")
 	})
 }
+
+// TestRequestRecordsExpire: a request record lives RequestRetention (the
+// container's time to live removes it), after which the same request id
+// is a new call; the container the store creates has time to live on.
+func TestRequestRecordsExpire(t *testing.T) {
+	t.Parallel()
+	container := freshContainer("request-ttl")
+	cfg := quietConfig(container)
+	cfg.RequestRetention = time.Second
+	p := openProvider(t, cfg)
+	ctx := context.Background()
+	props, err := rawContainer(t, container).Read(ctx, nil)
+	require.NoError(t, err)
+	require.NotNil(t, props.ContainerProperties.DefaultTimeToLive)
+	require.EqualValues(t, -1, *props.ContainerProperties.DefaultTimeToLive, "on, with no default")
+
+	raise := durable.ExternalRaised{Instance: "i", Name: "e", Data: "1", RequestID: "r"}
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, raise, 0))
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, raise, 0))
+	require.Equal(t, 1, countDocs(t, container, "i", "c.type = 'orch_queue'"))
+	require.Eventually(t, func() bool { return countDocs(t, container, "i", "c.type = 'request'") == 0 },
+		hang, 50*time.Millisecond, "the record expires")
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, raise, 0))
+	require.Equal(t, 2, countDocs(t, container, "i", "c.type = 'orch_queue'"), "after the retention the id is a new call")
+}

@@ -74,6 +74,7 @@ type testCfg struct {
 	Mode                                        Mode
 	ReconcileInterval, ReconcileAge             time.Duration
 	InstanceCacheSize                           int
+	RequestRetention                            time.Duration
 	ReplicaID                                   string
 	LeaseBlocks                                 int
 	LeaseExpiry, HeartbeatInterval              time.Duration
@@ -95,7 +96,8 @@ type testCfg struct {
 func (c testCfg) config() Config {
 	return Config{
 		Store: store.Options{Endpoint: emu.Endpoint(), Key: emu.Key(), Database: testDatabase, Container: c.Container,
-			ClientOptions: emu.ClientOptions(), RepairAge: c.ReconcileAge, InstanceCacheSize: c.InstanceCacheSize},
+			ClientOptions: emu.ClientOptions(), RepairAge: c.ReconcileAge, InstanceCacheSize: c.InstanceCacheSize,
+			RequestRetention: c.RequestRetention},
 		Mode: c.Mode,
 		Polling: &polling.Options{ReconcileInterval: c.ReconcileInterval,
 			OrchestrationDispatchers: c.OrchestrationDispatchers, WorkerDispatchers: c.WorkerDispatchers},
