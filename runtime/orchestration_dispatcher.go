@@ -113,8 +113,11 @@ func (r *Runtime) commitTurn(ctx context.Context, item *durable.OrchestrationIte
 		return
 	}
 	if !durable.IsRetryable(err) {
-		// The lock is gone (expired or taken over): another dispatcher owns the turn.
-		log.Warn("ack failed permanently; the turn will be retried elsewhere", zap.Error(err))
+		// The lock is gone (expired, or released because this replica was
+		// judged dead): the turn did not commit and runs again wherever
+		// the lock is taken next. (An ack that committed but whose answer
+		// was lost is read back by the provider and returns nil.)
+		log.Warn("ack refused: the turn's lock is no longer held; the turn did not commit and will run again", zap.Error(err))
 		return
 	}
 	log.Warn("ack failed; abandoning", zap.Error(err))
