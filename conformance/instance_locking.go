@@ -84,13 +84,16 @@ func lockingExclusive(h *H) {
 	lt := h.Options().LockTimeout
 	p2 := h.Open()
 	h.Enqueue(h.P, StartItem(id))
-	first := h.MustFetchOrch(h.P, lt)
+	// A long lock, so that the checks below run while it holds however
+	// slow the run; then cut to lt, to let it expire.
+	first := h.MustFetchOrch(h.P, LongLock)
 	require.Equal(h.T, id, first.Instance)
 
 	// Neither this dispatcher nor another replica can take the locked instance.
 	h.NoOrch(h.P)
 	h.NoOrch(p2)
 
+	require.NoError(h.T, h.P.RenewOrchestrationItemLock(h.Ctx, first.LockToken, lt))
 	h.Sleep(lockExpiryWait(h))
 	second := h.MustFetchOrch(p2, lt)
 	require.Equal(h.T, id, second.Instance)

@@ -185,11 +185,14 @@ func queueLostLockToken(h *H) {
 	id := h.ID("instance-a")
 	lt := h.Options().LockTimeout
 	require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, queueActivity(id, 1)))
-	first := h.MustFetchWork(h.P, lt)
+	// A long lock while the item must stay hidden, however slow the run;
+	// then cut to lt by a renewal, the token's last use.
+	first := h.MustFetchWork(h.P, LongLock)
 	require.Equal(h.T, uint32(1), first.AttemptCount)
+	h.NoWork(h.P)
+	require.NoError(h.T, h.P.RenewWorkItemLock(h.Ctx, first.LockToken, lt))
 
 	// The worker crashes: its token is never used again.
-	h.NoWork(h.P)
 	h.Sleep(lockExpiryWait(h))
 
 	again := h.MustFetchWork(h.Open(), lt)
