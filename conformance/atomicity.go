@@ -1,7 +1,11 @@
 package conformance
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -18,7 +22,11 @@ import (
 //     items, orchestrator items, and the deletion of the locked messages;
 //   - of two acks racing on one token exactly one commits;
 //   - AppendWithExecution stores events with the ids given, and a batch with
-//     a duplicate id (against stored events or within itself) writes nothing.
+//     a duplicate id (against stored events or within itself) writes nothing;
+//   - an ack whose context is cancelled, at whatever point of the commit,
+//     commits the whole turn (or work-item completion) or nothing: a second
+//     ack with the token then commits it or fails permanently, and every
+//     part arrives exactly once.
 func atomicityScenarios() []Scenario {
 	return []Scenario{
 		{"atomicity_failure_rollback", atomicityFailureRollback},
@@ -26,6 +34,8 @@ func atomicityScenarios() []Scenario {
 		{"lock_released_only_on_successful_ack", atomicityLockReleasedOnlyOnSuccess},
 		{"concurrent_ack_prevention", atomicityConcurrentAck},
 		{"append_with_execution_rejects_duplicates_atomically", atomicityAppendDuplicates},
+		{"ack_cancelled_mid_commit_is_all_or_nothing", atomicityCancelledAck},
+		{"work_item_ack_cancelled_mid_commit_is_all_or_nothing", atomicityCancelledWorkAck},
 	}
 }
 
@@ -229,4 +239,148 @@ func atomicityAppendDuplicates(h *H) {
 	err = h.P.AppendWithExecution(h.Ctx, id, 1, []history.Event{ev(4, "c"), ev(3, "again")})
 	require.ErrorIs(h.T, err, durable.ErrPermanent)
 	require.Len(h.T, read(), 3)
+}
+
+func atomicityCancelledAck(h *H) {
+	// Small turns commit in one write; large ones may take several, which
+	// gives cancellation more places to land. The context is cancelled
+	// before the call, as it starts, and at growing points of its round trips.
+	i := 0
+	for _, c := range []struct {
+		events int
+		after  []time.Duration
+	}{
+		{3, []time.Duration{-1, 0, time.Millisecond, 5 * time.Millisecond, 15 * time.Millisecond, 40 * time.Millisecond}},
+		{120, []time.Duration{0, 3 * time.Millisecond, 10 * time.Millisecond, 30 * time.Millisecond}},
+	} {
+		for _, after := range c.after {
+			atomicityCancelledAckCase(h, i, c.events, after)
+			i++
+		}
+	}
+}
+
+// atomicityCancelledAckCase acks a turn of n events, worker items and an
+// effect on another instance under a context cancelled after cancelAfter
+// (before the call when negative), then checks that the turn committed
+// exactly once, whole.
+func atomicityCancelledAckCase(h *H, i, n int, cancelAfter time.Duration) {
+	h.T.Helper()
+	id := h.ID(fmt.Sprintf("cancel-ack-%d", i))
+	peer := h.ID(fmt.Sprintf("cancel-ack-peer-%d", i))
+	h.Enqueue(h.P, StartItem(id))
+	item := h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, id, item.Instance, "case %d: earlier cases left nothing fetchable", i)
+
+	delta := []history.Event{Started(id, 1)}
+	var work []durable.WorkItem
+	for e := uint64(2); e <= uint64(n); e++ {
+		a := queueActivity(id, e)
+		delta = append(delta, Event(id, 1, e, history.ActivityScheduled{Name: a.Name, Input: a.Input}))
+		if len(work) < 3 {
+			work = append(work, a)
+		}
+	}
+	effect := durable.ExternalRaised{Instance: peer, Name: "effect", Data: id}
+	turn := durable.OrchestrationTurn{ExecutionID: 1, HistoryDelta: delta, WorkerItems: work,
+		OrchestratorItems: []durable.WorkItem{effect}, Metadata: StartedMetadata()}
+
+	ctx, cancel := context.WithCancel(h.Ctx)
+	if cancelAfter < 0 {
+		cancel()
+	} else {
+		timer := time.AfterFunc(cancelAfter, cancel)
+		defer timer.Stop()
+	}
+	first := h.P.AckOrchestrationItem(ctx, item.LockToken, turn)
+	cancel()
+
+	// Whatever point the cancellation hit, the history is all there or not at all.
+	got, err := h.P.Read(h.Ctx, id)
+	require.NoError(h.T, err)
+	require.Contains(h.T, []int{0, n}, len(got), "case %d: a cancelled ack left %d of its %d events", i, len(got), n)
+	if first == nil {
+		require.Len(h.T, got, n, "case %d: an ack that returned nil committed", i)
+	}
+	// A second ack with the token commits the turn unless the first did.
+	second := h.P.AckOrchestrationItem(h.Ctx, item.LockToken, turn)
+	if first == nil || len(got) == n || second != nil {
+		// (The last: the first ack's write landed after the read above.)
+		require.ErrorIs(h.T, second, durable.ErrPermanent, "case %d: the turn had committed already", i)
+	}
+	got, err = h.P.Read(h.Ctx, id)
+	require.NoError(h.T, err)
+	require.Equal(h.T, delta, got, "case %d: the turn committed exactly once, whole (first ack: %v; second: %v)", i, first, second)
+
+	// Every other part of the turn arrives exactly once. The instance's next
+	// turn also finishes whatever publication the commit left to it.
+	ping := durable.ExternalRaised{Instance: id, Name: "ping", Data: "{}"}
+	h.Enqueue(h.P, ping)
+	seen := map[string]bool{}
+	h.Eventually(func() bool {
+		it, err := h.P.FetchOrchestrationItem(h.Ctx, LongLock, 0, nil)
+		if errors.Is(err, durable.ErrRetryable) {
+			return false
+		}
+		require.NoError(h.T, err)
+		if it == nil {
+			return false
+		}
+		require.False(h.T, seen[it.Instance], "case %d: %q delivered twice", i, it.Instance)
+		seen[it.Instance] = true
+		switch it.Instance {
+		case id:
+			require.Equal(h.T, []durable.WorkItem{ping}, it.Messages, "case %d", i)
+			require.Equal(h.T, delta, it.History, "case %d", i)
+		case peer:
+			require.Equal(h.T, []durable.WorkItem{effect}, it.Messages, "case %d: the effect, once", i)
+		default:
+			h.T.Fatalf("case %d: unexpected instance %q", i, it.Instance)
+		}
+		require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, it.LockToken, durable.OrchestrationTurn{ExecutionID: 1}))
+		return len(seen) == 2
+	}, fmt.Sprintf("case %d: the ping and the turn's effect", i))
+	var activities []durable.WorkItem
+	for range work {
+		w := h.MustFetchWork(h.P, LongLock)
+		activities = append(activities, w.Item)
+		require.NoError(h.T, h.P.AckWorkItem(h.Ctx, w.LockToken, nil))
+	}
+	require.ElementsMatch(h.T, work, activities, "case %d: every worker item, once", i)
+	h.NoWork(h.P)
+	h.NoOrch(h.P)
+}
+
+func atomicityCancelledWorkAck(h *H) {
+	for i, after := range []time.Duration{-1, 0, time.Millisecond, 3 * time.Millisecond, 10 * time.Millisecond} {
+		id := h.ID(fmt.Sprintf("cancel-work-ack-%d", i))
+		require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, queueActivity(id, 1)))
+		w := h.MustFetchWork(h.P, LongLock)
+		require.Equal(h.T, queueActivity(id, 1), queueActivityOf(h, w), "case %d: earlier cases left no work", i)
+		done := queueCompletion(id, 1, "done")
+
+		ctx, cancel := context.WithCancel(h.Ctx)
+		if after < 0 {
+			cancel()
+		} else {
+			timer := time.AfterFunc(after, cancel)
+			defer timer.Stop()
+		}
+		first := h.P.AckWorkItem(ctx, w.LockToken, done)
+		cancel()
+		// A second ack commits the completion unless the first did.
+		second := h.P.AckWorkItem(h.Ctx, w.LockToken, done)
+		if first == nil || second != nil {
+			require.ErrorIs(h.T, second, durable.ErrPermanent, "case %d: the completion had committed already", i)
+		}
+		// Either way: the work item is gone and its completion arrives once.
+		require.ErrorIs(h.T, h.P.RenewWorkItemLock(h.Ctx, w.LockToken, LongLock), durable.ErrPermanent,
+			"case %d: the acked item is gone", i)
+		h.NoWork(h.P)
+		item := h.MustFetchOrch(h.P, LongLock)
+		require.Equal(h.T, id, item.Instance)
+		require.Equal(h.T, []durable.WorkItem{done}, item.Messages, "case %d: the completion, once", i)
+		require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1}))
+		h.NoOrch(h.P)
+	}
 }

@@ -27,7 +27,11 @@ import (
 //     History empty, the lock held and the attempt counted on every fetch;
 //     ack stays append-only so the poisoned instance can still be failed;
 //   - the filter is applied before history is read, so a corrupt history of
-//     an excluded version yields no item and no error.
+//     an excluded version yields no item and no error;
+//   - every event keeps the runtime version stamped on it when appended,
+//     through fetch, Read and ReadWithExecution and later turns by newer
+//     runtimes (the runtime chooses an execution's replay rules from the
+//     stamp on its OrchestrationStarted).
 func capabilityFilteringScenarios() []Scenario {
 	return []Scenario{
 		{"fetch_with_filter_none_returns_any_item", func(h *H) {
@@ -373,7 +377,47 @@ func capabilityFilteringScenarios() []Scenario {
 			require.Equal(h.T, inst, item.Instance)
 			require.Equal(h.T, uint32(1), item.AttemptCount, "skipped fetches must not count attempts")
 		}},
+		{"runtime_version_stamps_round_trip", capabilityStampsRoundTrip},
 	}
+}
+
+func capabilityStampsRoundTrip(h *H) {
+	id := h.ID("stamps")
+	old := capabilityV(0, 0, 9) // older than the runtime writing the later turns
+	h.Enqueue(h.P, StartItem(id))
+	item := h.MustFetchOrch(h.P, LongLock)
+	started := capabilityStarted(id, 1, old.String())
+	scheduled := Event(id, 1, 2, history.ActivityScheduled{Name: "Activity", Input: "{}"})
+	scheduled.RuntimeVersion = old.String()
+	md := StartedMetadata()
+	md.PinnedVersion = &old
+	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, item.LockToken, durable.OrchestrationTurn{
+		ExecutionID: 1, HistoryDelta: []history.Event{started, scheduled}, Metadata: md}))
+
+	// A newer runtime fetches the execution: the history comes back as the
+	// older one wrote it.
+	h.Enqueue(h.P, capabilityPing(id, "ping-1"))
+	item = h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, id, item.Instance)
+	require.Equal(h.T, []history.Event{started, scheduled}, item.History, "fetch returns the stamps as written")
+
+	// Its turn appends events with its own stamp and leaves the pinned version alone.
+	newer := Event(id, 1, 3, history.ExternalEvent{Name: "ping-1", Data: "{}"})
+	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, item.LockToken, durable.OrchestrationTurn{
+		ExecutionID: 1, HistoryDelta: []history.Event{newer}}))
+	want := []history.Event{started, scheduled, newer}
+	got, err := h.P.Read(h.Ctx, id)
+	require.NoError(h.T, err)
+	require.Equal(h.T, want, got, "Read returns every event with the stamp it was appended with")
+	got, err = h.P.ReadWithExecution(h.Ctx, id, 1)
+	require.NoError(h.T, err)
+	require.Equal(h.T, want, got, "ReadWithExecution likewise")
+
+	// Fetched again, only under a filter for the older pinned version.
+	h.Enqueue(h.P, capabilityPing(id, "ping-2"))
+	item = capabilityMustFetch(h, capabilityRange(old, old))
+	require.Equal(h.T, id, item.Instance)
+	require.Equal(h.T, want, item.History)
 }
 
 // capabilityV builds a SemVer.

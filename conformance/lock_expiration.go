@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"time"
@@ -16,11 +17,15 @@ import (
 //     any replica) under a new token, and the old token can no longer ack,
 //     renew or otherwise act;
 //   - ack and abandon release a lock at once (abandon with a delay hides
-//     the work until the delay passes);
+//     the work until the delay passes, but only the messages the fetch
+//     locked: a message that arrived during the lock is fetchable at once);
 //   - renewal extends a held lock to now+extendFor, and fails permanently
 //     for an unknown, expired or already acked token;
 //   - a work-item ack after expiry, or after another worker took the item
-//     over, fails and leaves the item (and no completion) behind.
+//     over, fails and leaves the item (and no completion) behind;
+//   - a fetch cancelled at any point leaves no lock, or one whole lock
+//     (instance and messages together) that expires after its timeout like
+//     any other: the work is then fetched again, complete.
 func lockExpirationScenarios() []Scenario {
 	return []Scenario{
 		{"lock_expires_after_timeout", expiryLockExpires},
@@ -39,6 +44,8 @@ func lockExpirationScenarios() []Scenario {
 		{"orchestration_lock_renewal_extends_timeout", expiryOrchRenewalExtends},
 		{"abandon_orchestration_item_with_delay", expiryAbandonOrchWithDelay},
 		{"worker_ack_fails_after_lock_taken_over", expiryWorkerAckAfterTakeover},
+		{"abandon_delay_applies_only_to_locked_messages", expiryAbandonDelayScope},
+		{"cancelled_fetch_lock_expires", expiryCancelledFetch},
 	}
 }
 
@@ -404,4 +411,91 @@ func expiryWorkerAckAfterTakeover(h *H) {
 	item := h.MustFetchOrch(h.P, LongLock)
 	require.Equal(h.T, []durable.WorkItem{queueCompletion(id, 1, "fresh")}, item.Messages,
 		"only the current lock holder's completion is delivered")
+}
+
+func expiryAbandonDelayScope(h *H) {
+	id := h.ID("abandon-scope")
+	h.Enqueue(h.P, StartItem(id))
+	item := h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, []durable.WorkItem{StartItem(id)}, item.Messages)
+	// Arrives while the instance is locked: not part of the fetched batch.
+	late := durable.ExternalRaised{Instance: id, Name: "late", Data: "1"}
+	h.Enqueue(h.P, late)
+
+	// A long delay: the start stays hidden for the rest of the scenario,
+	// however slow the run.
+	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, item.LockToken, LongLock, false))
+
+	// The late message was never locked by that fetch, so the delay does
+	// not hold it back.
+	again := h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, id, again.Instance)
+	require.Equal(h.T, []durable.WorkItem{late}, again.Messages,
+		"only the message that arrived during the lock: the abandoned start waits out its delay")
+	require.Equal(h.T, uint32(1), again.AttemptCount, "the late message's first delivery")
+	// Not before its delay: the start is neither fetchable nor locked with the late message.
+	h.NoOrch(h.Open())
+}
+
+func expiryCancelledFetch(h *H) {
+	id := h.ID("cancelled-fetch")
+	lt := h.Options().LockTimeout
+	msgs := []durable.WorkItem{StartItem(id), durable.ExternalRaised{Instance: id, Name: "evt", Data: "1"}}
+	for _, m := range msgs {
+		h.Enqueue(h.P, m)
+	}
+	// Wait until the provider serves the work: fetched once (under a short
+	// lock), then abandoned, so the cancelled fetches below race a real lock.
+	first := lockingFetchBatch(h, h.P, lt, len(msgs))
+	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, first.LockToken, 0, false))
+
+	// Fetches cancelled before they start, as they start, and at growing
+	// points of their round trips. A fetch that still returns an item holds
+	// a proper lock; one that returns an error may or may not have locked.
+	calls := 1
+	var held *durable.OrchestrationItem
+	for _, after := range []time.Duration{-1, 0, 500 * time.Microsecond, time.Millisecond, 2 * time.Millisecond,
+		4 * time.Millisecond, 8 * time.Millisecond, 16 * time.Millisecond, 32 * time.Millisecond} {
+		ctx, cancel := context.WithCancel(h.Ctx)
+		if after < 0 {
+			cancel()
+		} else {
+			timer := time.AfterFunc(after, cancel)
+			defer timer.Stop()
+		}
+		item, err := h.P.FetchOrchestrationItem(ctx, lt, 0, nil)
+		cancel()
+		calls++
+		if err != nil {
+			require.Nil(h.T, item, "a fetch that fails returns no item")
+			continue
+		}
+		if item != nil {
+			held = item
+			break
+		}
+	}
+	if held != nil {
+		require.Equal(h.T, msgs, held.Messages, "a lock takes every waiting message")
+		h.NoOrch(h.Open()) // not before its expiry
+	}
+
+	// After at most one lock timeout the work is fetchable again, whole:
+	// no lock outlives its timeout, and no message stays locked apart from
+	// its instance (or the reverse).
+	var again *durable.OrchestrationItem
+	h.Eventually(func() bool {
+		item, err := h.P.FetchOrchestrationItem(h.Ctx, LongLock, 0, nil)
+		if err != nil && !errors.Is(err, durable.ErrRetryable) {
+			require.NoError(h.T, err)
+		}
+		again = item
+		return item != nil
+	}, "the work of cancelled fetches to be fetchable again")
+	require.Equal(h.T, id, again.Instance)
+	require.Equal(h.T, msgs, again.Messages, "every message, once")
+	require.GreaterOrEqual(h.T, again.AttemptCount, uint32(2))
+	require.LessOrEqual(h.T, again.AttemptCount, uint32(calls+1), "at most one increment per fetch")
+	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, again.LockToken, creationFirstTurn(id)),
+		"the recovering fetch holds a proper lock")
 }

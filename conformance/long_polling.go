@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -19,7 +20,11 @@ import (
 //     enqueued during the wait, by another replica; cancelling the context
 //     ends the wait promptly with an error wrapping context.Canceled;
 //   - on any provider a fetch with no work never waits much beyond its poll
-//     timeout, and a zero poll timeout returns at once.
+//     timeout, and a zero poll timeout returns at once;
+//   - on any provider, fetches cancelled before or while they run, many at
+//     once, return no work, an error wrapping context.Canceled when
+//     cancelled before they start, and leave nothing behind: work enqueued
+//     after they returned goes, on its first delivery, to the next fetch.
 //
 // Scenarios that do not apply to the provider's mode skip, saying why.
 func longPollingScenarios() []Scenario {
@@ -34,6 +39,7 @@ func longPollingScenarios() []Scenario {
 		{"long_poll_work_item_returns_early_when_work_arrives", pollEarlyWork},
 		{"long_poll_honours_context_cancellation", pollCancel},
 		{"zero_poll_timeout_returns_immediately", pollZero},
+		{"cancelled_fetches_leave_nothing_behind", pollCancelledLeaveNothing},
 	}
 }
 
@@ -180,4 +186,73 @@ func pollZero(h *H) {
 		elapsed := pollTimed(h, q.fetch, 0)
 		require.Less(h.T, elapsed, threshold, "%s fetch with a zero poll timeout must not wait", q.name)
 	}
+}
+
+func pollCancelledLeaveNothing(h *H) {
+	// Warm up (connections, a long poller's first wait) with one plain fetch each.
+	for _, fetch := range []pollFetch{pollOrch, pollWork} {
+		got, err := fetch(h.Ctx, h.P, 0)
+		require.NoError(h.T, err)
+		require.False(h.T, got, "the queues should be empty")
+	}
+	// Many fetches of both queues, with a long poll timeout, cancelled
+	// before they start or at growing points while they run.
+	const perQueue = 24
+	type outcome struct {
+		queue   string
+		early   bool // cancelled before the call
+		got     bool
+		err     error
+		elapsed time.Duration
+	}
+	results := make(chan outcome, 2*perQueue)
+	var wg sync.WaitGroup
+	for _, q := range []struct {
+		name  string
+		fetch pollFetch
+	}{{"orchestrator", pollOrch}, {"worker", pollWork}} {
+		for i := range perQueue {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithCancel(h.Ctx)
+				defer cancel()
+				early := i%4 == 0
+				if early {
+					cancel()
+				} else {
+					timer := time.AfterFunc(time.Duration(i)*time.Millisecond, cancel)
+					defer timer.Stop()
+				}
+				start := time.Now()
+				got, err := q.fetch(ctx, h.P, LongLock)
+				results <- outcome{queue: q.name, early: early, got: got, err: err, elapsed: time.Since(start)}
+			}()
+		}
+	}
+	wg.Wait()
+	close(results)
+	for r := range results {
+		require.False(h.T, r.got, "%s fetch: the queue was empty while it ran", r.queue)
+		if r.early {
+			require.ErrorIs(h.T, r.err, context.Canceled, "%s fetch cancelled before it started", r.queue)
+		} else if r.err != nil {
+			require.ErrorIs(h.T, r.err, context.Canceled, "%s fetch cancelled while it ran", r.queue)
+		}
+		require.Less(h.T, r.elapsed, LongLock/2, "%s fetch must end promptly on cancellation", r.queue)
+	}
+
+	// Nothing is left waiting or holding: new work goes to the next fetch,
+	// as its first delivery (no cancelled fetch took it in between).
+	id := h.ID("after-cancelled")
+	h.Enqueue(h.P, StartItem(id))
+	require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, queueActivity(id, 2)))
+	// Give anything a cancelled fetch left running time to take the work.
+	h.Sleep(lockMargin(h))
+	item := h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, []durable.WorkItem{StartItem(id)}, item.Messages)
+	require.Equal(h.T, uint32(1), item.AttemptCount, "no cancelled fetch took the new message first")
+	w := h.MustFetchWork(h.P, LongLock)
+	require.Equal(h.T, queueActivity(id, 2), queueActivityOf(h, w))
+	require.Equal(h.T, uint32(1), w.AttemptCount, "no cancelled fetch took the new work item first")
 }

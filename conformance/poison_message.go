@@ -14,7 +14,9 @@ import (
 //     raise another's, and an orchestration item reports the highest count
 //     among its messages;
 //   - abandoning with ignoreAttempt takes back the fetch's count, never
-//     below zero.
+//     below zero, and only on the messages that fetch locked: a message
+//     delivered earlier and still hidden by its abandon delay keeps its
+//     count.
 func poisonMessageScenarios() []Scenario {
 	return []Scenario{
 		{"orchestration_attempt_count_starts_at_one", poisonOrchStartsAtOne},
@@ -28,6 +30,7 @@ func poisonMessageScenarios() []Scenario {
 		{"max_attempt_count_across_message_batch", poisonMaxAcrossBatch},
 		{"orchestration_attempt_count_increments_on_lock_expiry", poisonOrchIncrementsOnExpiry},
 		{"orchestration_ignore_attempt_never_goes_negative", poisonOrchNeverNegative},
+		{"abandon_ignore_attempt_undoes_only_this_fetch", poisonOrchIgnoreAttemptScope},
 	}
 }
 
@@ -212,4 +215,25 @@ func poisonOrchNeverNegative(h *H) {
 	require.Equal(h.T, uint32(0), h.MaxAttemptCount(id), "never below zero")
 	item = poisonFetchOrch(h, id, 1, "after a second ignore-attempt abandon")
 	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, item.LockToken, creationFirstTurn(id)))
+}
+
+func poisonOrchIgnoreAttemptScope(h *H) {
+	id := h.ID("poison-ignore-scope")
+	h.Enqueue(h.P, StartItem(id))
+	first := poisonFetchOrch(h, id, 1, "first delivery of the start")
+	// Abandoned with a long delay: the start keeps its count (1) and stays
+	// hidden for the rest of the scenario, however slow the run.
+	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, first.LockToken, LongLock, false))
+	require.Equal(h.T, uint32(1), h.MaxAttemptCount(id))
+
+	late := durable.ExternalRaised{Instance: id, Name: "late", Data: "1"}
+	h.Enqueue(h.P, late)
+	item := poisonFetchOrch(h, id, 1, "first delivery of the late message")
+	require.Equal(h.T, []durable.WorkItem{late}, item.Messages, "the delayed start is not part of this fetch")
+	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, item.LockToken, 0, true))
+	require.Equal(h.T, uint32(1), h.MaxAttemptCount(id),
+		"the late message back to 0; the start, which this fetch did not lock, keeps its 1")
+
+	item = poisonFetchOrch(h, id, 1, "the late message's abandoned delivery did not count")
+	require.Equal(h.T, []durable.WorkItem{late}, item.Messages)
 }

@@ -28,6 +28,34 @@ import (
 // visible to other callers. Methods honour ctx: cancellation aborts the call
 // with an error wrapping ctx.Err().
 //
+// Cancelled calls. A runtime that shuts down cancels the contexts of the
+// calls it has in flight and does not wait for them, so cancellation may
+// come at any point of a call, including after its writes reached the
+// store. The provider must stay correct whatever that point:
+//
+//   - A call releases everything it holds in the process (connections,
+//     slot shares, long-poll waiters, goroutines) when it returns,
+//     cancelled or not; a cancelled fetch never goes on waiting, and never
+//     takes work after it returned.
+//   - A cancelled fetch leaves either no lock or one whole lock: the
+//     instance lock and its messages' locks together (with their attempt
+//     counts raised once), never one without the other. A lock it took
+//     but could not return is not released early or renewed: it expires
+//     after lockTimeout like any unacknowledged lock, and the work is then
+//     fetchable again.
+//   - A cancelled AckOrchestrationItem or AckWorkItem commits wholly or not
+//     at all, even when cancellation races the commit. The error does not
+//     say which: a second ack with the same token commits if the first did
+//     not and fails permanently if it did, so a turn commits at most once.
+//
+// Version stamps. Every event carries the version of the runtime that
+// wrote it (history.Event.RuntimeVersion), and the runtime chooses the
+// replay rules of an execution from the stamp on its OrchestrationStarted
+// event: an execution started by an older runtime keeps that runtime's
+// rules whichever runtime replays it. Providers therefore return events
+// exactly as they were appended, stamps included, from every read and
+// fetch, and never restamp them.
+//
 // Implementations are safe for concurrent use.
 type Provider interface {
 	// Name identifies the implementation in logs and diagnostics.
@@ -69,10 +97,16 @@ type Provider interface {
 	// already exists in the execution.
 	AckOrchestrationItem(ctx context.Context, lockToken string, turn OrchestrationTurn) error
 
-	// AbandonOrchestrationItem releases the lock without committing: the
-	// locked messages become visible again after delay (at once for 0), and
-	// with ignoreAttempt their attempt counts are decremented (never below
-	// zero). It fails permanently for an unknown token.
+	// AbandonOrchestrationItem releases the lock without committing. It
+	// acts only on the messages the fetch that issued lockToken locked:
+	// they become visible again after delay (at once for 0), and with
+	// ignoreAttempt each one's attempt count takes back the increment that
+	// fetch made, so the abandoned delivery does not count toward poison
+	// detection (never below zero). Messages the fetch did not lock (those
+	// that arrived during the lock, or were hidden by an earlier delay) keep
+	// their visibility and their counts: a message that arrived during the
+	// lock can be fetched at once, on its own, even while the abandoned
+	// ones wait out their delay. It fails permanently for an unknown token.
 	AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error
 
 	// RenewOrchestrationItemLock extends a held orchestration lock to
@@ -80,8 +114,9 @@ type Provider interface {
 	RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error
 
 	// Read returns the current execution's history ordered by EventID, or an
-	// empty slice for an unknown instance. Events that cannot be decoded are
-	// an error, never silently dropped.
+	// empty slice for an unknown instance, each event as it was appended
+	// (version stamps included). Events that cannot be decoded are an error,
+	// never silently dropped.
 	Read(ctx context.Context, instance string) ([]history.Event, error)
 
 	// ReadWithExecution returns one execution's history ordered by EventID

@@ -170,10 +170,19 @@ func (p *Provider) AckWorkItem(ctx context.Context, lockToken string, completion
 }
 
 // committed has the dispatcher follow a commit, then the store tidy up.
+// The commit has happened, so the caller's cancellation does not cut the
+// follow-up short (commitFollowUpTimeout bounds it): an outbox delivery
+// whose target document landed but whose intent was not deleted would be
+// delivered again by the repair pass once the target had consumed it.
 func (p *Provider) committed(ctx context.Context, c store.Commit) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitFollowUpTimeout)
+	defer cancel()
 	p.d.Committed(ctx, c)
 	p.s.Tidy(ctx, c)
 }
+
+// commitFollowUpTimeout bounds the work that follows a commit (committed).
+const commitFollowUpTimeout = 10 * time.Second
 
 // wrote has the dispatcher follow a write that committed nothing.
 func (p *Provider) wrote(w store.Write, err error) error {

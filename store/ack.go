@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
@@ -39,13 +41,51 @@ type turnPlan struct {
 // returns what the commit left for dispatch. A turn that fits one
 // transactional batch is committed by that batch; a larger turn is staged
 // and committed by its last batch (see the package documentation).
+//
+// An earlier call with the same token that gave up (its context cancelled,
+// or its deadline passed) may still have a write in flight that the store
+// carries out after the caller moved on; it can only be a write of that
+// call's staging or its commit. When one of this call's conditional writes
+// loses to it while the lock still holds, this call starts over from a
+// fresh read (errOwnWrite) instead of reporting the lock lost, so that a
+// second ack commits the turn unless the first did.
 func (p *Store) AckOrchestrationItem(ctx context.Context, lockToken string, turn durable.OrchestrationTurn) (Commit, error) {
 	defer p.ic.release(lockToken)
 	c, stale, err := p.ack(ctx, lockToken, turn, true)
 	if stale {
 		c, _, err = p.ack(ctx, lockToken, turn, false)
 	}
+	for i := 0; i < maxOwnWriteRetries && errors.Is(err, errOwnWrite); i++ {
+		c, _, err = p.ack(ctx, lockToken, turn, false)
+	}
+	if errors.Is(err, errOwnWrite) {
+		err = durable.Retryable("ack_orchestration_item", err, "the instance document kept changing under the held lock")
+	}
 	return c, err
+}
+
+// errOwnWrite marks a conditional write of an ack that lost to another
+// write made under the same, still held, lock (see AckOrchestrationItem).
+var errOwnWrite = errors.New("instance document changed under the held lock")
+
+// maxOwnWriteRetries bounds AckOrchestrationItem's fresh starts after
+// errOwnWrite: each earlier call has at most one write in flight.
+const maxOwnWriteRetries = 3
+
+// heldBy re-reads the instance after a conditional write on its document
+// failed and reports whether the lock of nonce still holds it (unexpired,
+// not being deleted) and whether commit is its last commit; err is the
+// read's failure (the outcome is then unknown).
+func (p *Store) heldBy(ctx context.Context, instance, nonce, commit string) (held, committed bool, err error) {
+	d, err := p.readInstance(ctx, instance)
+	if err != nil || d == nil {
+		return false, false, err
+	}
+	if commit != "" && d.LastCommit == commit {
+		return false, true, nil
+	}
+	t, ok := parseToken(d.LockToken)
+	return ok && t.nonce == nonce && d.Deleting == "" && d.LockedUntil > nowMS(), false, nil
 }
 
 // ack is one attempt of AckOrchestrationItem. With useHeld it may start
@@ -314,9 +354,14 @@ func (p *Store) commitFailure(ctx context.Context, op string, plan *turnPlan, er
 	if asBatchError(err, &be) {
 		switch {
 		case be.index == 0 && (be.status == http.StatusPreconditionFailed || be.status == http.StatusNotFound):
-			d, rerr := p.readInstance(ctx, plan.instance)
-			if rerr == nil && d != nil && d.LastCommit == plan.commit {
+			held, committed, rerr := p.heldBy(ctx, plan.instance, plan.nonce, plan.commit)
+			switch {
+			case rerr != nil:
+				return mapErr(op, rerr)
+			case committed:
 				return nil
+			case held:
+				return fmt.Errorf("%w: %w", errOwnWrite, err)
 			}
 			return durable.Permanent(op, err, "lock on instance %q was lost before the commit", plan.instance)
 		case be.status == http.StatusConflict:
@@ -449,6 +494,13 @@ func (p *Store) ackLarge(ctx context.Context, op string, d *instanceDoc, plan *t
 		if err != nil {
 			var be *batchError
 			if asBatchError(err, &be) && be.index == 0 {
+				held, _, rerr := p.heldBy(ctx, instance, nonce, "")
+				switch {
+				case rerr != nil:
+					return Commit{}, mapErr(op, rerr)
+				case held:
+					return Commit{}, fmt.Errorf("%w: %w", errOwnWrite, err)
+				}
 				return Commit{}, durable.Permanent(op, err, "lock on instance %q was lost while staging", instance)
 			}
 			return Commit{}, mapErr(op, err)

@@ -519,7 +519,10 @@ func (p *Store) heldLock(ctx context.Context, op, token string, live, useHeld bo
 }
 
 // AbandonOrchestrationItem is durable.Provider's AbandonOrchestrationItem;
-// it returns the lock released and the messages made visible again.
+// it returns the lock released and the messages made visible again. It
+// touches only the messages the lock took (LockedMsgs): the delay and the
+// attempt-count undo apply to them alone, and messages enqueued during the
+// lock stay visible with their own counts.
 func (p *Store) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) (Write, error) {
 	const op = "abandon_orchestration_item"
 	defer p.ic.release(lockToken)

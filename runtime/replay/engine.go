@@ -123,6 +123,9 @@ type engine struct {
 	cursor    int
 	newExec   bool
 	started   history.OrchestrationStarted
+	// rules are the version-dependent replay decisions of the execution,
+	// chosen from its OrchestrationStarted stamp (rules.go).
+	rules rules
 
 	turn      durable.OrchestrationTurn
 	abortErr  *history.ErrorDetails
@@ -216,6 +219,12 @@ func (e *engine) run(goctx context.Context) (Result, error) {
 			return e.finish(OutcomeFailed, "", &d), nil
 		}
 		e.started = st
+	}
+	if e.newExec {
+		// This turn stamps OrchestrationStarted with this runtime's version.
+		e.rules = rulesFor(e.rv)
+	} else {
+		e.rules = rulesFor(hist[0].RuntimeVersion)
 	}
 	e.turn.ExecutionID = e.execID
 
@@ -673,10 +682,13 @@ func (e *engine) finishTask(t *Task, result string, failure *history.ErrorDetail
 }
 
 // matchQueue pairs waiting dequeues with mailbox arrivals of name, FIFO.
+// Under the current rules a dequeue that lost a Select is skipped; under
+// the earlier ones (rulesFor) it still takes the arrival its position pairs
+// it with, which is thereby lost to the orchestration.
 func (e *engine) matchQueue(name string) {
 	c := e.c
 	for _, t := range c.queueSubs[name] {
-		if t.filled || t.cancelled {
+		if t.filled || (t.cancelled && e.rules.dequeueLosersSkipArrivals) {
 			continue
 		}
 		var arrival *queuedArrival
@@ -691,6 +703,10 @@ func (e *engine) matchQueue(name string) {
 		}
 		arrival.consumed = true
 		t.filled = true
+		if t.cancelled {
+			// Swallowed by a loser: the task stays cancelled, not done.
+			continue
+		}
 		e.finishTask(t, arrival.data, nil)
 	}
 }

@@ -936,3 +936,108 @@ func waitGoroutines(t *testing.T, n int) {
 	}
 	t.Fatalf("goroutines leaked: %d > %d", runtime.NumGoroutine(), n)
 }
+
+// raceCompetition dequeues twice, loses the first dequeue to a timer, and
+// returns what the second dequeue gets before its own timer: under the
+// current queue race rule the arrival the loser would have been paired
+// with reaches the second dequeue; under the earlier rule the loser
+// swallows it and the second dequeue times out.
+func raceCompetition(ctx *Context, _ string) (string, error) {
+	first := ctx.DequeueEvent("q")
+	second := ctx.DequeueEvent("q")
+	t0 := ctx.CreateTimer(30 * time.Second)
+	t1 := ctx.CreateTimer(60 * time.Second)
+	if _, err := ctx.Select(first, t0); err != nil {
+		return "", err
+	}
+	i, err := ctx.Select(second, t1)
+	if err != nil {
+		return "", err
+	}
+	if i == 1 {
+		return "second-timeout", nil
+	}
+	return second.AwaitRaw()
+}
+
+// raceBatch is the competition's deciding batch: the first timer, then the
+// arrival, then the second timer.
+func raceBatch(t *testing.T, s *sim) []durable.WorkItem {
+	t.Helper()
+	var timers []durable.WorkItem
+	for _, ev := range s.hist {
+		if k, ok := ev.Kind.(history.TimerCreated); ok {
+			timers = append(timers, durable.TimerFired{Instance: s.inst, ExecutionID: s.execID, ID: ev.EventID, FireAtMS: k.FireAtMS})
+		}
+	}
+	require.Len(t, timers, 2)
+	return []durable.WorkItem{timers[0], durable.QueueMessage{Instance: s.inst, Name: "q", Data: "first"}, timers[1]}
+}
+
+func TestQueueRaceRuleFollowsStartedStamp(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		stamp, want string
+	}{
+		{"0.0.9", "second-timeout"}, // started by a runtime older than the current rule
+		{"0.1.0", "first"},          // the rule's first version
+		{"0.2.3", "first"},
+		{"", "first"}, // no stamp: current rules
+	} {
+		t.Run("stamp="+tc.stamp, func(t *testing.T) {
+			t.Parallel()
+			s := newSim(t, one("O", raceCompetition))
+			s.turn(start(""))
+			// The execution was started by a runtime of version tc.stamp;
+			// this sim's runtime (0.1.0) replays and continues it.
+			s.hist[0].RuntimeVersion = tc.stamp
+			r := s.turn(raceBatch(t, s)...)
+			require.Equal(t, OutcomeCompleted, r.Outcome)
+			require.Equal(t, tc.want, r.Output, "the decision of the runtime that started the execution")
+			require.Equal(t, tc.stamp, s.hist[0].RuntimeVersion, "the stamp is history: a newer runtime never rewrites it")
+			for _, ev := range r.Turn.HistoryDelta {
+				require.Equal(t, "0.1.0", ev.RuntimeVersion, "new events carry the version of the runtime that wrote them")
+			}
+
+			// Replaying the recorded turn takes the same decision and adds nothing.
+			body := s.hist[:len(s.hist)-1] // without OrchestrationCompleted
+			item := &durable.OrchestrationItem{Instance: s.inst, ExecutionID: 1, History: body}
+			rr, err := Execute(context.Background(), Input{Item: item, Now: s.now, RuntimeVersion: durable.SemVer{Minor: 7}, Resolver: s.res})
+			require.NoError(t, err)
+			require.Equal(t, OutcomeCompleted, rr.Outcome)
+			require.Equal(t, tc.want, rr.Output, "a replay by a newer runtime keeps the recorded decision")
+			require.Equal(t, []string{"OrchestrationCompleted"}, kinds(rr.Turn.HistoryDelta))
+		})
+	}
+}
+
+func TestContinueAsNewSuccessorTakesItsStarterRules(t *testing.T) {
+	t.Parallel()
+	fn := func(ctx *Context, in string) (string, error) {
+		if ctx.ExecutionID() == 1 {
+			if _, err := ctx.CreateTimer(time.Second).AwaitRaw(); err != nil {
+				return "", err
+			}
+			return "", ctx.ContinueAsNewRaw("next")
+		}
+		return raceCompetition(ctx, in)
+	}
+	s := newSim(t, one("O", fn))
+	s.turn(start(""))
+	s.hist[0].RuntimeVersion = "0.0.9" // the predecessor was started by an older runtime
+	var timer durable.WorkItem
+	for _, ev := range s.hist {
+		if k, ok := ev.Kind.(history.TimerCreated); ok {
+			timer = durable.TimerFired{Instance: s.inst, ExecutionID: 1, ID: ev.EventID, FireAtMS: k.FireAtMS}
+		}
+	}
+	r := s.turn(timer)
+	require.Equal(t, OutcomeContinuedAsNew, r.Outcome)
+	can := r.Turn.OrchestratorItems[len(r.Turn.OrchestratorItems)-1]
+	s.turn(can)
+	require.Equal(t, uint64(2), s.execID)
+	require.Equal(t, "0.1.0", s.hist[0].RuntimeVersion, "the successor is stamped by the runtime that started it")
+	r = s.turn(raceBatch(t, s)...)
+	require.Equal(t, OutcomeCompleted, r.Outcome)
+	require.Equal(t, "first", r.Output, "the predecessor's stamp does not select the successor's rules")
+}
