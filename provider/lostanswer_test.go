@@ -224,3 +224,29 @@ func TestRequestRecordsExpire(t *testing.T) {
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, raise, 0))
 	require.Equal(t, 2, countDocs(t, container, "i", "c.type = 'orch_queue'"), "after the retention the id is a new call")
 }
+
+// TestLostAnswerOnAbandon: an orchestration abandon whose batch committed
+// but whose answer was lost succeeds, once (its attempt undo is applied
+// once); one that failed before it ran is sent again. Either way the turn
+// is fetchable at once, not after its lock.
+func TestLostAnswerOnAbandon(t *testing.T) {
+	eachLostAnswer(t, "lost-abandon", true, func(t *testing.T, p *Provider, container string, status int) {
+		ctx := context.Background()
+		for _, lost := range []bool{true, false} {
+			item := mustFetchOrch(t, p, time.Hour)
+			require.EqualValues(t, 1, item.AttemptCount)
+			if lost {
+				middleware.loseNthAnswer(container, cosmosemu.OpBatch, 1, status)
+			} else if status != dropAnswer {
+				middleware.failNth(container, cosmosemu.OpBatch, 1, status)
+			}
+			require.NoError(t, p.AbandonOrchestrationItem(ctx, item.LockToken, 0, true), "lost %v, %s", lost, outcomeName(status))
+			middleware.disarm(container)
+			again, err := p.FetchOrchestrationItem(ctx, time.Hour, 0, nil)
+			require.NoError(t, err)
+			require.NotNil(t, again, "the abandoned turn is fetchable at once (lost %v, %s)", lost, outcomeName(status))
+			require.EqualValues(t, 1, again.AttemptCount, "the attempt was undone once")
+			require.NoError(t, p.AbandonOrchestrationItem(ctx, again.LockToken, 0, true))
+		}
+	})
+}

@@ -156,7 +156,7 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 	giveUp := func(cause error) (*durable.OrchestrationItem, lockState, *turnRead, bool, error) {
 		w, aerr := p.AbandonOrchestrationItem(context.WithoutCancel(ctx), token, 0, true)
 		if aerr != nil {
-			p.log.Debug("abandoning a lock taken from feed heads failed; it expires", zap.String("instance", instance), zap.Error(aerr))
+			p.log.Info("abandoning a lock taken from feed heads failed; it expires", zap.String("instance", instance), zap.Error(aerr))
 		}
 		if cause != nil {
 			return nil, lockState{wrote: w}, nil, false, mapErr(op, cause)

@@ -389,6 +389,11 @@ func (p *Store) lockLanded(ctx context.Context, instance, token string, err erro
 	if landed {
 		etag = d.ETag
 	}
+	if rerr != nil {
+		p.log.Info("the answer to an orchestration lock was lost and reading it back failed; the lock, if it landed, expires",
+			zap.String("instance", instance), zap.NamedError("read_error", rerr), zap.Error(err))
+		return "", false
+	}
 	p.log.Info("the answer to an orchestration lock was lost; read back", zap.String("instance", instance),
 		zap.Bool("landed", landed), zap.Error(err))
 	return etag, landed
@@ -551,13 +556,37 @@ func (p *Store) AbandonOrchestrationItem(ctx context.Context, lockToken string, 
 		ops = append(ops, opPatch(id, pt, ""))
 	}
 	res, err := p.s.execBatch(ctx, t.instance, ops, false)
+	for try := 0; err != nil && unknownOutcome(err) && try < 3 && ctx.Err() == nil; try++ {
+		// The answer was lost. The batch is conditional on the instance
+		// document: a document still at the version read means it did not
+		// land and may be sent again; any other version means it landed
+		// (or the lock was lost since), and a resend would fail anyway.
+		back, rerr := p.readInstance(ctx, t.instance)
+		if rerr != nil {
+			p.log.Info("the answer to an abandon was lost and reading it back failed", zap.String("instance", t.instance),
+				zap.NamedError("read_error", rerr), zap.Error(err))
+			break
+		}
+		if back == nil || back.ETag != d.ETag {
+			landed := back == nil || back.LockToken == ""
+			p.log.Info("the answer to an abandon was lost; read back", zap.String("instance", t.instance),
+				zap.Bool("landed", landed), zap.Error(err))
+			if !landed {
+				return Write{}, durable.Permanent(op, err, "lock on instance %q was lost", t.instance)
+			}
+			err, res = nil, batchResult{}
+			break
+		}
+		p.log.Info("the answer to an abandon was lost; it did not land, sending it again", zap.String("instance", t.instance), zap.Error(err))
+		res, err = p.s.execBatch(ctx, t.instance, ops, false)
+	}
 	if err != nil {
 		if lostRace(err) {
 			return Write{}, durable.Permanent(op, err, "lock on instance %q was lost", t.instance)
 		}
 		return Write{}, mapErr(op, err)
 	}
-	if !d.Pending {
+	if !d.Pending && len(res.etags) > 0 {
 		p.ic.put(t.instance, nd, res.etags[0], res.session, len(ops[0].body))
 	}
 	w := Write{Released: []Release{{Instance: t.instance, LockedUntil: d.LockedUntil}}}
