@@ -4,7 +4,7 @@ GO ?= go
 # so a run always exercises the code.
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: test lint fmt-check vet staticcheck fuzz-smoke demo emulator emulator-sdk-check
+.PHONY: test lint fmt-check vet staticcheck fuzz-smoke demo chaos emulator emulator-sdk-check
 
 ## test: the whole suite, race detector on.
 test:
@@ -41,3 +41,10 @@ emulator-sdk-check:
 ## Pass flags with DEMO_FLAGS, e.g. make demo DEMO_FLAGS="-n 1000 -latency 2ms".
 demo:
 	$(GO) run ./cmd/durafeed-demo $(DEMO_FLAGS)
+
+## chaos: the chaos campaign (package chaos) in both modes, 1,000 root
+## orchestrations each, under injected faults, a partition split and a
+## killed replica; exits non-zero when a correctness check fails.
+## Pass flags with CHAOS_FLAGS, e.g. make chaos CHAOS_FLAGS="-mode event -n 200 -seed 7".
+chaos:
+	$(GO) run ./cmd/durafeed-chaos $(CHAOS_FLAGS)
