@@ -1,7 +1,9 @@
 package runtime_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -56,4 +58,36 @@ func TestClientRequestIDs(t *testing.T) {
 		want += 2
 		require.Equal(t, want, depth(), "%s: calls without an id are distinct", tc.name)
 	}
+}
+
+// TestCrashReleasesNothing: a crashed runtime sends nothing more: the
+// activity it was running stays locked (no abandon, unlike a forced
+// Shutdown), so another runtime takes it only after its lock expires.
+func TestCrashReleasesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	p := memprovider.NewStore().Open()
+	cli := runtime.NewClient(p)
+	stuck := make(chan struct{})
+	reg := runtime.NewRegistry()
+	runtime.RegisterActivityRaw(reg, "Work", func(ctx context.Context, _ string) (string, error) {
+		close(stuck)
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	runtime.RegisterOrchestrationRaw(reg, "O", func(ctx *runtime.OrchestrationContext, _ string) (string, error) {
+		return ctx.CallActivityRaw("Work", "").AwaitRaw()
+	})
+	rt := start(t, p, reg, func(o *runtime.Options) { o.WorkerLockTimeout = time.Hour })
+	require.NoError(t, cli.StartOrchestration(ctx, "crashed", "O", ""))
+	<-stuck
+	rt.Crash()
+	require.Error(t, rt.Start(), "a crashed runtime cannot start again")
+
+	item, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, durable.AnyTag())
+	require.NoError(t, err)
+	require.Nil(t, item, "the crashed runtime gave its activity back")
+	st, err := cli.GetStatus(ctx, "crashed")
+	require.NoError(t, err)
+	require.Equal(t, runtime.StateRunning, st.State, "nothing was committed for the cut-off activity")
 }

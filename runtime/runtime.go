@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -20,7 +21,11 @@ var ErrNotRunning = errors.New("runtime is not running")
 // turns; worker dispatchers run activities. Several runtimes (processes)
 // may share one provider. Start it with Start and stop it with Shutdown.
 type Runtime struct {
+	// p is the dispatchers' provider (raw behind a crash gate); raw the
+	// caller's, which the client uses.
 	p    durable.Provider
+	raw  durable.Provider
+	dead *atomic.Bool
 	reg  *Registry
 	opts Options
 	log  *zap.Logger
@@ -37,7 +42,9 @@ type Runtime struct {
 // New returns a runtime for provider and registry; it does not start it.
 func New(p durable.Provider, reg *Registry, opts Options) *Runtime {
 	o := opts.withDefaults()
-	return &Runtime{p: p, reg: reg, opts: o, log: o.Logger.With(zap.String("node", o.WorkerNodeID)), cli: NewClient(p)}
+	dead := &atomic.Bool{}
+	return &Runtime{p: crashGate{Provider: p, dead: dead}, raw: p, dead: dead, reg: reg, opts: o,
+		log: o.Logger.With(zap.String("node", o.WorkerNodeID)), cli: NewClient(p)}
 }
 
 // Start starts the dispatchers. They run until Shutdown.
@@ -46,6 +53,9 @@ func (r *Runtime) Start() error {
 	defer r.mu.Unlock()
 	if r.running {
 		return errors.New("runtime already running")
+	}
+	if r.dead.Load() {
+		return errors.New("runtime crashed (Crash); it cannot be started again")
 	}
 	pollCtx, pollCancel := context.WithCancel(context.Background())
 	workCtx, workCancel := context.WithCancel(context.Background())
