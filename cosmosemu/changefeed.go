@@ -206,7 +206,7 @@ func lockFeedPartition(t *target, h http.Header) (*partition, *apiError) {
 func (s *Server) handlePKRanges(req *Request) (*Response, *apiError) {
 	c, err := s.store.container(req.Database, req.Container)
 	if err != nil {
-		return nil, err
+		return nil, errOwnerNotFound()
 	}
 	h := req.HTTP.Header
 	incremental := strings.EqualFold(h.Get("A-IM"), "Incremental feed")

@@ -100,8 +100,10 @@
 //     rules and 400s; an item past _ts + its ttl (by Options.Clock) is
 //     invisible everywhere, its id free again, and is purged by the next
 //     write to its partition (see ttl.go).
-//   - Errors: service status, x-ms-substatus where the service sends one,
-//     x-ms-activity-id, {"code","message"} bodies; panics become 500s.
+//   - Errors: service status, x-ms-substatus where the service sends one
+//     (1003 on a 404 for documents of a container or database that does
+//     not exist), x-ms-activity-id, {"code","message"} bodies; panics
+//     become 500s.
 //
 // # What is not imitated
 //

@@ -10,6 +10,7 @@ import (
 const (
 	subStatusNone                       = 0
 	subStatusPartitionKeyRangeGone      = 1002
+	subStatusOwnerResourceNotFound      = 1003
 	subStatusCrossPartitionNotServable  = 1004
 	subStatusPartitionKeyMismatch       = 1001
 	subStatusInvalidContinuation        = 0
@@ -91,6 +92,14 @@ func errBadRequest(format string, args ...any) *apiError {
 }
 
 func errNotFound() *apiError { return newErr(http.StatusNotFound, msgNotFound) }
+
+// errOwnerNotFound answers an operation on a container's documents (or
+// its partition key ranges) when the container or its database does not
+// exist: 404 with sub-status 1003, as the service tells a missing owner
+// resource from a missing document.
+func errOwnerNotFound() *apiError {
+	return newErrSub(http.StatusNotFound, subStatusOwnerResourceNotFound, msgNotFound)
+}
 func errConflict() *apiError { return newErr(http.StatusConflict, msgConflict) }
 func errPrecondition() *apiError {
 	return newErr(http.StatusPreconditionFailed, msgPreconditionFailed)

@@ -26,7 +26,7 @@ func (s *Server) resolve(req *Request) *target {
 	t := &target{}
 	c, err := s.store.container(req.Database, req.Container)
 	if err != nil {
-		t.err = err
+		t.err = errOwnerNotFound()
 		return t
 	}
 	t.coll = c

@@ -26,6 +26,11 @@ func cancelled(op string, ctx context.Context) error {
 // pollTimeout passes.
 func (e *Engine) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, error) {
 	const op = "fetch_orchestration_item"
+	if err := e.s.ContainerGone(ctx, op); err != nil {
+		// The feed that would wake this fetch cannot read a deleted
+		// container: say so rather than "no work".
+		return nil, err
+	}
 	e.orchInFlight.Add(1)
 	defer func() {
 		e.lastOrchFetch.Store(e.clk.Now().UnixMilli())
@@ -203,6 +208,9 @@ func (e *Engine) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout tim
 	const op = "fetch_work_item"
 	if tags.Mode() == durable.TagsNone {
 		return nil, nil
+	}
+	if err := e.s.ContainerGone(ctx, op); err != nil {
+		return nil, err
 	}
 	deadline := e.clk.Now().Add(pollTimeout)
 	if joined := e.joined(); !e.isJoined() {

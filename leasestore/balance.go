@@ -378,7 +378,8 @@ func (s *Store) acquireInBatch(ctx context.Context, b *azcosmos.TransactionalBat
 		s.backoffLocked()
 		s.mu.Unlock()
 		for k, la := range all {
-			if i := off + k; i < len(resp.OperationResults) && resp.OperationResults[i].StatusCode == http.StatusPreconditionFailed {
+			if i := off + k; i < len(resp.OperationResults) && (resp.OperationResults[i].StatusCode == http.StatusPreconditionFailed ||
+				resp.OperationResults[i].StatusCode == http.StatusNotFound) {
 				_ = s.refreshLease(ctx, la.idx)
 			}
 		}

@@ -139,6 +139,25 @@
 // another owner or epoch, it fails with an error wrapping
 // changefeed.ErrLeaseLost and closes Done.
 //
+// # Documents edited or deleted by hand
+//
+// A lease document that does not decode as lease i (fields of the wrong
+// type, an index that does not match its id, no range) is skipped by the
+// watch (logged at Warn) and repaired by the first write that meets it (a
+// checkpoint, a claim, a take-over, a steal request, whose compare-and-swap
+// fails on it): it is rewritten, If-Match the corrupt version, as a free
+// lease over its configured range with the last known continuation, the
+// next epoch, and a rev that jumps to the wall clock in milliseconds (revs
+// otherwise grow by one per write, so every replica takes the repaired
+// version as newer, whatever it saw last). A lease document found missing
+// is re-created the same way but without a continuation (it starts as a
+// lease never read): the container itself may have been deleted and
+// created again, and a continuation from before would skip the new
+// container's first changes. A holder that sees the free document loses the
+// lease; the next balancing round acquires it. A replica whose heartbeat
+// document was deleted gives up its leases at its next heartbeat (as if
+// declared dead) and registers anew.
+//
 // # Hooks
 //
 // Options.OnChange reports every acquisition and loss synchronously, in

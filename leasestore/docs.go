@@ -123,6 +123,11 @@ func decodeDoc(raw []byte) (decoded, error) {
 		if err := json.Unmarshal(raw, &l); err != nil {
 			return decoded{}, fmt.Errorf("lease document %q: %w", s.ID, err)
 		}
+		// Fields that decode but cannot be a lease's (edited by hand): the
+		// index must match the id, and a range's upper bound is never empty.
+		if l.ID != leaseID(l.Index) || l.Range.Max == "" {
+			return decoded{}, fmt.Errorf("lease document %q: index %d or range [%q, %q) malformed", s.ID, l.Index, l.Range.Min, l.Range.Max)
+		}
 		d.lease = &l
 	case s.Type == typeOwner && strings.HasPrefix(s.ID, ownerIDPrefix):
 		var o ownerDoc

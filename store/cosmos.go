@@ -12,7 +12,7 @@ import (
 
 // store is a thin layer over the container client: every call is retried
 // per retryPolicy where that is safe, and 404 on reads is "not found", not
-// an error.
+// an error (unless the container itself is missing: ownerMissing).
 type client struct {
 	c     *azcosmos.ContainerClient
 	retry retryPolicy
@@ -34,7 +34,7 @@ func (s *client) read(ctx context.Context, partition, id string, out any) (found
 		}
 		return json.Unmarshal(resp.Value, out)
 	})
-	if isStatus(err, http.StatusNotFound) {
+	if itemMissing(err) {
 		return false, nil
 	}
 	return err == nil, err
@@ -109,7 +109,7 @@ func (s *client) remove(ctx context.Context, partition, id string) (bool, error)
 		_, err := s.c.DeleteItem(ctx, pk(partition), id, nil)
 		return err
 	})
-	if isStatus(err, http.StatusNotFound) {
+	if itemMissing(err) {
 		return false, nil
 	}
 	return err == nil, err

@@ -34,8 +34,10 @@
 //	                    global: one owner per session id across instances)
 //
 // User strings inside ids (KV keys, session ids, outbox keys) escape
-// '/', '\', '?', '#', '%', spaces, control characters and '~' as "~XX";
-// '%' is not used because the gateway percent-decodes paths. An id that
+// '/', '\', '?', '#', '%', spaces, control characters, '"' and '~' as
+// "~XX"; '%' is not used because the gateway percent-decodes paths, and
+// '"' because azcosmos v1.5.0 writes the ids of a batch's delete, replace
+// and patch operations into the request unescaped. An id that
 // would exceed 1023 bytes becomes prefix "!" sha256-hex, the original kept
 // in a field. Instance ids are partition key values: any character, at most
 // MaxInstanceIDBytes (1024) UTF-8 bytes; longer is a permanent error that
@@ -63,6 +65,37 @@
 // locks at most 99 messages (the rest stay queued, oldest first).
 // Lock tokens carry the instance (and work item) id so that ack, abandon
 // and renew need no cross-partition query.
+//
+// # Bad data
+//
+// Nothing the store reads back wedges an instance or fails fetches
+// forever, and nothing it is given is stored altered:
+//
+//   - An orchestrator message whose workItem does not decode (garbage
+//     text, or not a JSON string at all: written by hand or by another
+//     program) is deleted by the fetch that meets it, logged at Error
+//     with the instance and message id; the instance's other messages are
+//     returned.
+//   - A worker item whose workItem does not decode is settled by the
+//     fetch that locks it: acked with an ActivityFailed completion for the
+//     activity its document names (a non-retryable infrastructure failure
+//     carrying the decoding error; deleted when it names none), logged at
+//     Error; the fetch goes on to the next item.
+//   - A history document edited in place (eventData garbage or not a
+//     string, fields of the wrong type, an event whose own event id is not
+//     its document's) makes the fetch return HistoryError with the lock
+//     held and reads fail permanently; an event replaced by a well-formed
+//     one of another kind under the same id is the replay's to catch
+//     (nondeterminism).
+//   - A work item or event with a string that is not valid UTF-8 (JSON
+//     would replace the bytes with U+FFFD), or whose document would exceed
+//     MaxDocumentBytes (2 MB), is refused with a permanent error before
+//     anything is written; a refused ack keeps its lock.
+//   - A deleted container (or database) answers 404 with sub-status 1003:
+//     every call then fails permanently, saying the container does not
+//     exist, instead of reading as "not found"; ContainerGone lets a
+//     dispatcher that waits without requests say so too. Calls work again
+//     once the container is created again.
 //
 // # Ack
 //
@@ -156,7 +189,8 @@
 // # Errors and retries
 //
 // 408, 429, 449, 503, 410 (and 500) are retryable, 400, 404, 413 (and
-// 401, 403) permanent; 409 and 412 are decided in context (a lost race is
+// 401, 403) permanent (404 with sub-status 1003, a missing container, is
+// never read as a missing document); 409 and 412 are decided in context (a lost race is
 // retryable, a duplicate event id or a lost lock permanent). The Cosmos
 // error is kept as the Cause. Individual calls are retried with
 // exponential backoff (cenkalti/backoff), honouring x-ms-retry-after-ms,

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
+	"sync/atomic"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
 	"github.com/durafeed/durafeed/durable"
 )
@@ -26,6 +29,44 @@ func statusOf(err error) int {
 
 // isStatus reports whether err is a Cosmos DB error with the status.
 func isStatus(err error, status int) bool { return statusOf(err) == status }
+
+// subStatusOwnerNotFound is the sub-status of a 404 that the service
+// answers for an operation on documents when their container (or its
+// database) does not exist, as opposed to a missing document.
+const subStatusOwnerNotFound = "1003"
+
+// ownerMissing reports a 404 for a missing container or database (not a
+// missing document): every call on the container fails until it is
+// created again, so this is never "not found".
+func ownerMissing(err error) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound && re.RawResponse != nil &&
+		re.RawResponse.Header.Get("x-ms-substatus") == subStatusOwnerNotFound
+}
+
+// itemMissing reports a 404 for a missing document.
+func itemMissing(err error) bool { return isStatus(err, http.StatusNotFound) && !ownerMissing(err) }
+
+// ownerWatch is a request policy of the store's client that records
+// whether the container was missing (404/1003) at the latest answer to a
+// request on its documents, for the dispatchers whose waits do no
+// request of their own (Store.ContainerGone). Every package sharing
+// the client (leasestore, changefeed) feeds it.
+type ownerWatch struct{ missing *atomic.Bool }
+
+func (w ownerWatch) Do(req *policy.Request) (*http.Response, error) {
+	resp, err := req.Next()
+	path := req.Raw().URL.Path
+	if err == nil && resp != nil && (strings.Contains(path, "/docs") || strings.Contains(path, "/pkranges")) {
+		switch {
+		case resp.StatusCode == http.StatusNotFound && resp.Header.Get("x-ms-substatus") == subStatusOwnerNotFound:
+			w.missing.Store(true)
+		case resp.StatusCode < http.StatusInternalServerError:
+			w.missing.Store(false) // any other answer about documents: the container exists
+		}
+	}
+	return resp, err
+}
 
 // retryableStatus classifies a status by itself: throttling, timeouts,
 // transient unavailability and routing refreshes are worth retrying.
@@ -91,6 +132,9 @@ func mapErr(op string, err error) error {
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return durable.Retryable(op, err, "cancelled")
+	}
+	if ownerMissing(err) {
+		return durable.Permanent(op, err, "the container (or its database) does not exist: deleted, or not deployed")
 	}
 	status := statusOf(err)
 	switch {

@@ -43,9 +43,12 @@ const escapeChar = '~'
 
 // needsEscape reports the bytes Cosmos DB refuses or cannot address in an
 // id ('/', '\\', '?', '#', '%', control characters, spaces that the gateway
-// may trim), plus the escape character itself so that encoding is reversible.
+// may trim), '"' (azcosmos v1.5.0 writes the ids of a transactional
+// batch's delete, replace and patch operations into the request's JSON
+// unescaped, so a quote would break, or rewrite, the batch), plus the
+// escape character itself so that encoding is reversible.
 func needsEscape(c byte) bool {
-	return c < 0x20 || c == 0x7f || c == '/' || c == '\\' || c == '?' || c == '#' || c == '%' || c == ' ' || c == escapeChar
+	return c < 0x20 || c == 0x7f || c == '/' || c == '\\' || c == '?' || c == '#' || c == '%' || c == ' ' || c == '"' || c == escapeChar
 }
 
 // escapeID escapes the bytes needsEscape reports as '~' and two hex digits.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"sync/atomic"
 	"time"
 )
@@ -111,6 +112,10 @@ type historyDoc struct {
 	EventID     uint64 `json:"eventId"`
 	EventData   string `json:"eventData"`
 	StagedBy    string `json:"stagedBy,omitempty"`
+
+	// decodeErr is set on a document read back whose fields did not
+	// decode (see partitionView.add).
+	decodeErr error
 }
 
 // queueDoc is an orchestrator- or worker-queue message.
@@ -139,6 +144,28 @@ type queueDoc struct {
 	// Staged documents (type "staged") become FinalType when published.
 	StagedBy  string `json:"stagedBy,omitempty"`
 	FinalType string `json:"finalType,omitempty"`
+}
+
+// UnmarshalJSON decodes a queue document. A workItem that is not a JSON
+// string (a document written by hand or by another program) is kept as
+// its JSON text instead of failing the decoding, and with it the query
+// that read the document: the work item then fails to decode on its own,
+// and the fetch drops (orchestrator queue) or poisons (worker queue) that
+// message alone instead of failing on the instance forever.
+func (d *queueDoc) UnmarshalJSON(b []byte) error {
+	type plain queueDoc
+	var aux struct {
+		plain
+		WorkItem json.RawMessage `json:"workItem"`
+	}
+	if err := json.Unmarshal(b, &aux); err != nil {
+		return err
+	}
+	*d = queueDoc(aux.plain)
+	if len(aux.WorkItem) > 0 && json.Unmarshal(aux.WorkItem, &d.WorkItem) != nil {
+		d.WorkItem = string(aux.WorkItem)
+	}
+	return nil
 }
 
 // kvDoc is one key of an instance's key-value store.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -33,6 +34,9 @@ type Store struct {
 	s    *client
 	ic   *instCache // nil when Options.InstanceCacheSize is negative
 	st   stats
+	// missing is set while the latest answer about the container's
+	// documents said it does not exist (ownerWatch).
+	missing *atomic.Bool
 }
 
 // Options configures a Store. Zero values take the documented defaults.
@@ -130,7 +134,8 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	if o.ClientOptions != nil {
 		opts = *o.ClientOptions
 	}
-	opts.PerCallPolicies = append(append([]policy.Policy{}, opts.PerCallPolicies...), pkHeaderPolicy{})
+	missing := new(atomic.Bool)
+	opts.PerCallPolicies = append(append([]policy.Policy{}, opts.PerCallPolicies...), pkHeaderPolicy{}, ownerWatch{missing})
 	opts.Retry.ShouldRetry = sdkShouldRetry
 	var cl *azcosmos.Client
 	var err error
@@ -156,7 +161,27 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: container client: %w", err)
 	}
-	return &Store{opts: o, log: o.Logger, s: &client{c: cc, retry: defaultRetry}, ic: newInstCache(o.InstanceCacheSize)}, nil
+	return &Store{opts: o, log: o.Logger, s: &client{c: cc, retry: defaultRetry}, ic: newInstCache(o.InstanceCacheSize), missing: missing}, nil
+}
+
+// ContainerGone returns a permanent error for op when the container, or
+// its database, does not exist (deleted under the running provider), and
+// nil otherwise. It costs nothing while the latest answer to a request on
+// the container's documents (the store's own, or those of the packages
+// sharing its client: lease store, change feed) was not a 404 with
+// sub-status 1003; after such an answer it checks with a point read, so
+// a re-created container is noticed at once. A dispatcher whose waits do
+// no request of their own (the event-driven engine) calls it so that a
+// fetch reports the deleted container instead of "no work".
+func (p *Store) ContainerGone(ctx context.Context, op string) error {
+	if !p.missing.Load() {
+		return nil
+	}
+	_, err := p.s.c.ReadItem(ctx, pk("$probe"), "probe", nil)
+	if !ownerMissing(err) {
+		return nil
+	}
+	return durable.Permanent(op, err, "container %q of database %q does not exist: deleted, or not deployed", p.opts.Container, p.opts.Database)
 }
 
 // Container is the SDK client of the store's container, for the packages
@@ -192,8 +217,14 @@ func (p *Store) visibleInstance(ctx context.Context, op, instance string) (*inst
 	return d, nil
 }
 
-// newQueueDoc builds a queue document for item.
+// newQueueDoc builds a queue document for item. It fails for an item with
+// a string that is not valid UTF-8 and for a document over
+// MaxDocumentBytes (see checkPayload, checkSize).
 func newQueueDoc(id string, item durable.WorkItem, visibleAt int64) (queueDoc, error) {
+	what := fmt.Sprintf("%s work item", item.Kind())
+	if err := checkPayload(what, item); err != nil {
+		return queueDoc{}, err
+	}
 	b, err := durable.MarshalWorkItem(item)
 	if err != nil {
 		return queueDoc{}, err
@@ -201,6 +232,9 @@ func newQueueDoc(id string, item durable.WorkItem, visibleAt int64) (queueDoc, e
 	inst := item.TargetInstance()
 	d := queueDoc{ID: id, InstanceID: inst, WorkItem: string(b), DispatchSlot: slots.Of(inst),
 		VisibleAt: visibleAt, EnqueuedAt: enqueueStamp()}
+	if err := checkSize(what, len(b), d); err != nil {
+		return queueDoc{}, err
+	}
 	if item.Queue() == durable.WorkerQueue {
 		d.Type = typeWorkQueue
 		if a, ok := item.(durable.ActivityExecute); ok {
@@ -306,9 +340,13 @@ func (v *partitionView) add(raw json.RawMessage) (string, error) {
 	switch head.Type {
 	case typeHistory:
 		var h historyDoc
-		if err = json.Unmarshal(raw, &h); err == nil {
-			v.history = append(v.history, h)
+		if derr := json.Unmarshal(raw, &h); derr != nil {
+			// Edited by hand or by another program: kept, as an event
+			// that cannot be decoded (decodeHistory reports it), instead
+			// of failing the query that read it on every fetch.
+			h = undecodableHistoryDoc(raw, derr)
 		}
+		v.history = append(v.history, h)
 	case typeExecution:
 		var e executionDoc
 		if err = json.Unmarshal(raw, &e); err == nil {
@@ -360,17 +398,46 @@ func (v *partitionView) keepCommitted() {
 	sort.Slice(v.history, func(i, j int) bool { return v.history[i].EventID < v.history[j].EventID })
 }
 
-// decodeHistory decodes committed events; any undecodable event is an error.
+// decodeHistory decodes committed events; any undecodable event is an
+// error, and so is an event whose own id is not its document's (an event
+// copied or edited into the wrong place: replaying it would go wrong).
 func decodeHistory(docs []historyDoc) ([]history.Event, error) {
 	out := make([]history.Event, 0, len(docs))
 	for _, d := range docs {
+		if d.decodeErr != nil {
+			return nil, fmt.Errorf("history document %q: %w", d.ID, d.decodeErr)
+		}
 		e, err := history.Unmarshal([]byte(d.EventData))
 		if err != nil {
 			return nil, fmt.Errorf("event %d of execution %d: %w", d.EventID, d.ExecutionID, err)
 		}
+		if e.EventID != d.EventID {
+			return nil, fmt.Errorf("event %d of execution %d: the stored event says it is event %d", d.EventID, d.ExecutionID, e.EventID)
+		}
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// undecodableHistoryDoc is a history document whose fields do not decode:
+// what can be read of its identity (for ordering and the mark), and the
+// decoding error.
+func undecodableHistoryDoc(raw json.RawMessage, derr error) historyDoc {
+	var id struct {
+		ID          string `json:"id"`
+		InstanceID  string `json:"instanceId"`
+		ExecutionID any    `json:"executionId"`
+		EventID     any    `json:"eventId"`
+	}
+	_ = json.Unmarshal(raw, &id)
+	h := historyDoc{ID: id.ID, InstanceID: id.InstanceID, Type: typeHistory, decodeErr: derr}
+	if f, ok := id.ExecutionID.(float64); ok && f >= 0 {
+		h.ExecutionID = uint64(f)
+	}
+	if f, ok := id.EventID.(float64); ok && f >= 0 {
+		h.EventID = uint64(f)
+	}
+	return h
 }
 
 // currentExecution returns the instance's current execution id, 0 if none.
@@ -477,12 +544,19 @@ func historyDocs(op, instance string, exec uint64, events []history.Event, stage
 			return nil, durable.Permanent(op, nil, "duplicate event id %d in execution %d", e.EventID, exec)
 		}
 		seen[e.EventID] = true
+		if err := checkPayload("event", e); err != nil {
+			return nil, durable.Permanent(op, err, "encode event %d", e.EventID)
+		}
 		b, err := history.Marshal(e)
 		if err != nil {
 			return nil, durable.Permanent(op, err, "encode event %d", e.EventID)
 		}
-		out = append(out, historyDoc{ID: historyID(exec, e.EventID), InstanceID: instance, Type: typeHistory,
-			ExecutionID: exec, EventID: e.EventID, EventData: string(b), StagedBy: stagedBy})
+		h := historyDoc{ID: historyID(exec, e.EventID), InstanceID: instance, Type: typeHistory,
+			ExecutionID: exec, EventID: e.EventID, EventData: string(b), StagedBy: stagedBy}
+		if err := checkSize("event", len(b), h); err != nil {
+			return nil, durable.Permanent(op, err, "encode event %d", e.EventID)
+		}
+		out = append(out, h)
 	}
 	return out, nil
 }

@@ -14,7 +14,7 @@ import (
 )
 
 func TestEscapeIDRoundTrip(t *testing.T) {
-	for _, s := range []string{"", "plain", "a/b\\c?d#e", "100%", "~tilde", "sp ace ", "ctl\x01\x7f", "日本語🚀", "%2F~2F"} {
+	for _, s := range []string{"", "plain", "a/b\\c?d#e", "100%", "~tilde", "sp ace ", "ctl\x01\x7f", "日本語🚀", "%2F~2F", `q"uote`} {
 		e := escapeID(s)
 		require.NotContains(t, e, "/")
 		require.NotContains(t, e, "\\")
@@ -22,6 +22,7 @@ func TestEscapeIDRoundTrip(t *testing.T) {
 		require.NotContains(t, e, "#")
 		require.NotContains(t, e, "%")
 		require.NotContains(t, e, " ")
+		require.NotContains(t, e, `"`)
 		back, ok := unescapeID(e)
 		require.True(t, ok)
 		require.Equal(t, s, back)

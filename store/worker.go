@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/durable/history"
 	"github.com/durafeed/durafeed/outbox"
 	"github.com/durafeed/durafeed/slots"
 )
@@ -128,9 +130,35 @@ func (p *Store) lockWorkDoc(ctx context.Context, q queueDoc, lockTimeout time.Du
 	}
 	item, err := durable.UnmarshalWorkItem([]byte(locked.WorkItem))
 	if err != nil {
-		return nil, 0, durable.Permanent(op, err, "stored work item of %q cannot be decoded", q.InstanceID)
+		p.poisonWork(ctx, locked, token, err)
+		return nil, 0, nil
 	}
 	return &durable.LockedWorkItem{Item: item, LockToken: token, AttemptCount: locked.AttemptCount}, until, nil
+}
+
+// poisonWork settles a worker item that this fetch has just locked (token)
+// and whose work item cannot be decoded (written by hand or by another
+// program): no worker can run it, and returning an error for it would
+// fail a fetch at every expiry of its lock, forever. When its document
+// names an activity (executionId and activityId), the item is acked with
+// an ActivityFailed completion (category infrastructure, not retryable,
+// the decoding error in its message), so the orchestration waiting on the
+// activity learns that it failed; otherwise it is deleted. Either way it is
+// logged at Error; a failed ack leaves the item to be poisoned again after
+// its lock expires.
+func (p *Store) poisonWork(ctx context.Context, q queueDoc, token string, derr error) {
+	const op = "fetch_work_item"
+	log := p.log.With(zap.String("instance", q.InstanceID), zap.String("item", q.ID), zap.Error(derr))
+	var completion durable.WorkItem
+	if q.ExecutionID > 0 && q.ActivityID > 0 {
+		completion = durable.ActivityFailed{Instance: q.InstanceID, ExecutionID: q.ExecutionID, ID: q.ActivityID,
+			Details: history.InfrastructureError(op, strings.ToValidUTF8(fmt.Sprintf("stored work item %q cannot be decoded: %v", q.ID, derr), "?"), false)}
+	}
+	if _, err := p.AckWorkItem(ctx, token, completion); err != nil {
+		log.Error("an undecodable work item could not be poisoned; retried after its lock expires", zap.NamedError("ack", err))
+		return
+	}
+	log.Error("poisoned an undecodable work item", zap.Bool("activity_failed", completion != nil))
 }
 
 // ClaimSession makes cfg's owner the owner of the session sid unless
