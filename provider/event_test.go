@@ -659,6 +659,19 @@ func TestFanOutSpreadsActivities(t *testing.T) {
 	}
 }
 
+// crashDrill opens replica "a" (joined eagerly, the safety sweep an hour
+// away) on a fresh container for a test that crashes it; openB opens the
+// replica "b" that takes over.
+func crashDrill(t *testing.T, name string) (container string, a *Provider, openB func() *Provider) {
+	t.Helper()
+	container = freshContainer(name)
+	cfg := replicaConfig(container)
+	cfg.joinEagerly = true
+	cfgA, cfgB := cfg, cfg
+	cfgA.ReplicaID, cfgB.ReplicaID = "a", "b"
+	return container, openProvider(t, cfgA), func() *Provider { return openProvider(t, cfgB) }
+}
+
 // TestOutboxDeliveredByFeedAfterCrash: a replica commits a turn with an
 // outbox intent and dies before delivering it (its feed handler is held,
 // then it crashes without releasing its leases). The replica that takes
@@ -667,13 +680,8 @@ func TestFanOutSpreadsActivities(t *testing.T) {
 // part.
 func TestOutboxDeliveredByFeedAfterCrash(t *testing.T) {
 	t.Parallel()
-	container := freshContainer("outbox-feed-crash")
-	cfg := replicaConfig(container)
-	cfg.joinEagerly = true
+	container, a, openB := crashDrill(t, "outbox-feed-crash")
 	ctx := context.Background()
-	cfgA := cfg
-	cfgA.ReplicaID = "a"
-	a := openProvider(t, cfgA)
 	createInstance(t, a, "parent", "")
 	require.NoError(t, a.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: "parent", Name: "go"}, 0))
 	item := mustFetchOrch(t, a, lockLong)
@@ -686,9 +694,7 @@ func TestOutboxDeliveredByFeedAfterCrash(t *testing.T) {
 	require.Zero(t, countDocs(t, container, "child", "c.type = 'orch_queue'"), "nothing delivered yet")
 	a.Crash()
 
-	cfgB := cfg
-	cfgB.ReplicaID = "b"
-	b := openProvider(t, cfgB)
+	b := openB()
 	require.Eventually(t, func() bool { return countDocs(t, container, "parent", "c.type = 'outbox_intent'") == 0 },
 		hang, 20*time.Millisecond, "the new owner's feed delivers the intent")
 	require.Equal(t, 1, countDocs(t, container, "child", "c.type = 'orch_queue'"), "delivered exactly once")
@@ -870,13 +876,8 @@ func TestLateFirstFeedReadLosesNothing(t *testing.T) {
 // commit under its old lock.
 func TestFailoverReleasesLocksOfDeadReplica(t *testing.T) {
 	t.Parallel()
-	container := freshContainer("failover-locks")
-	cfg := replicaConfig(container)
-	cfg.joinEagerly = true
+	container, a, openB := crashDrill(t, "failover-locks")
 	ctx := context.Background()
-	cfgA := cfg
-	cfgA.ReplicaID = "a"
-	a := openProvider(t, cfgA)
 	createInstance(t, a, "x", "")
 	require.NoError(t, a.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: "x", Name: "go"}, 0))
 	item := mustFetchOrch(t, a, time.Hour)
@@ -890,9 +891,7 @@ func TestFailoverReleasesLocksOfDeadReplica(t *testing.T) {
 	}, hang, time.Millisecond)
 	a.Crash()
 
-	cfgB := cfg
-	cfgB.ReplicaID = "b"
-	b := openProvider(t, cfgB)
+	b := openB()
 	var got *durable.OrchestrationItem
 	require.Eventually(t, func() bool {
 		var err error
