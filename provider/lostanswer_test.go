@@ -2,11 +2,13 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/stretchr/testify/require"
 
 	"github.com/durafeed/durafeed/cosmosemu"
@@ -164,6 +166,13 @@ func TestLostAnswerOnClientCalls(t *testing.T) {
 			require.Zero(t, countDocs(t, container, "i", "c.type = 'orch_queue'"), c.name)
 		}
 		require.Equal(t, len(calls), countDocs(t, container, "i", "c.type = 'request'"), "one record per call")
+		var rec struct {
+			TTL int64 `json:"ttl"`
+		}
+		got, err := rawContainer(t, container).ReadItem(ctx, azcosmos.NewPartitionKeyString("i"), "req:s", nil)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(got.Value, &rec))
+		require.EqualValues(t, 24*60*60, rec.TTL, "a record expires after the retention (24 h by default)")
 	})
 }
 
@@ -215,8 +224,11 @@ func TestRequestRecordsExpire(t *testing.T) {
 	require.NotNil(t, props.ContainerProperties.DefaultTimeToLive)
 	require.EqualValues(t, -1, *props.ContainerProperties.DefaultTimeToLive, "on, with no default")
 
+	// Only what holds however slow the run: a record lives at most the
+	// retention (plus the second of _ts), so this test does not check the
+	// repeat within it (TestLostAnswerOnClientCalls does, under the 24 h
+	// default).
 	raise := durable.ExternalRaised{Instance: "i", Name: "e", Data: "1", RequestID: "r"}
-	require.NoError(t, p.EnqueueForOrchestrator(ctx, raise, 0))
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, raise, 0))
 	require.Equal(t, 1, countDocs(t, container, "i", "c.type = 'orch_queue'"))
 	require.Eventually(t, func() bool { return countDocs(t, container, "i", "c.type = 'request'") == 0 },
