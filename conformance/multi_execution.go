@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -27,6 +28,7 @@ func multiExecutionScenarios() []Scenario {
 		{"continue_as_new_creates_new_execution", multiExecContinueAsNew},
 		{"execution_history_persistence", multiExecPersistence},
 		{"history_ordered_by_event_id", multiExecOrderedByEventID},
+		{"messages_wait_for_their_continue_as_new", multiExecMessagesWaitForContinuation},
 	}
 }
 
@@ -198,6 +200,39 @@ func multiExecContinueAsNew(h *H) {
 		require.NoError(h.T, err)
 		require.Equal(h.T, durable.StatusRunning, info.Status)
 	}
+}
+
+// multiExecMessagesWaitForContinuation: after an execution continued as
+// new, a message for the next execution (a persistent event) arriving
+// while the ContinueAsNew message is invisible (abandoned with a delay) is
+// not handed out without it. A turn of the event alone would find a
+// terminal execution, have nothing to run, and its ack would drop the
+// event.
+func multiExecMessagesWaitForContinuation(h *H) {
+	id := h.ID("instance-a")
+	h.CreateInstance(h.P, id)
+	h.Enqueue(h.P, durable.ExternalRaised{Instance: id, Name: "restart", Data: "{}"})
+	item := h.MustFetchOrch(h.P, LongLock)
+	next := "new-input"
+	can := durable.ContinueAsNew{Instance: id, Orchestration: TestOrchestration, Input: next, Version: TestVersion}
+	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, item.LockToken, durable.OrchestrationTurn{
+		ExecutionID:       1,
+		HistoryDelta:      []history.Event{Event(id, 1, 2, history.OrchestrationContinuedAsNew{Input: next})},
+		OrchestratorItems: []durable.WorkItem{can},
+		Metadata:          durable.ExecutionMetadata{Status: durable.StatusContinuedAsNew, Output: &next},
+	}))
+	item = h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, []durable.WorkItem{can}, item.Messages)
+	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, item.LockToken, 2*time.Second, true))
+
+	event := durable.QueueMessage{Instance: id, Name: "item", Data: `"p"`}
+	h.Enqueue(h.P, event)
+	// Fetched at once (a broken provider hands out the event alone) or
+	// once the continuation is visible again: either way together.
+	item = h.MustFetchOrch(h.P, LongLock)
+	require.ElementsMatch(h.T, []durable.WorkItem{can, event}, item.Messages,
+		"the persistent event is delivered with the ContinueAsNew that starts its execution")
+	require.Equal(h.T, uint64(1), item.ExecutionID)
 }
 
 func multiExecPersistence(h *H) {

@@ -198,6 +198,10 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 	if len(keep)+len(extra) > maxTurnMessages || 1+len(extra)+len(drop) > maxBatchOps {
 		return giveUp(nil)
 	}
+	if awaitsContinuation(d, committed, append(slices.Clip(keep), extra...)) {
+		// The messages wait for the ContinueAsNew message (see lockTurn).
+		return giveUp(nil)
+	}
 	instETag := res.etags[0]
 	if len(extra) > 0 || len(drop) > 0 {
 		keep = append(keep, extra...)

@@ -325,6 +325,16 @@ func (p *Store) lockTurn(ctx context.Context, instance string, c *cachedInst, pr
 		keep, queued = withoutQueueMessages(keep)
 		drop = append(drop, queued...)
 	}
+	if awaitsContinuation(d, committed, keep) {
+		// The execution continued as new and its ContinueAsNew message is
+		// not visible yet (abandoned with a delay, or written after this
+		// fetch's clock reading): the messages here belong to the next
+		// execution, which only that message can start. Locking them now
+		// would hand the runtime a turn with nothing to run, and its ack
+		// would drop them; they wait, untouched, for the message.
+		return nil, none, nil
+	}
+	keep = continuationFirst(keep)
 	more := false
 	if len(keep) > maxTurnMessages {
 		keep = keep[:maxTurnMessages]
@@ -433,6 +443,43 @@ func withoutQueueMessages(msgs []lockedMessage) (kept []lockedMessage, queued []
 		kept = append(kept, m)
 	}
 	return kept, queued
+}
+
+// awaitsContinuation reports a committed execution that continued as new
+// (d's status) while keep holds no ContinueAsNew message to start the
+// next one.
+func awaitsContinuation(d *instanceDoc, committed bool, keep []lockedMessage) bool {
+	if !committed || d.Status != string(durable.StatusContinuedAsNew) {
+		return false
+	}
+	return !slices.ContainsFunc(keep, isContinuation)
+}
+
+// continuationFirst moves ContinueAsNew messages to the front of keep
+// (stably), so that a turn capped at maxTurnMessages always holds the
+// message that starts the next execution.
+func continuationFirst(keep []lockedMessage) []lockedMessage {
+	i := slices.IndexFunc(keep, isContinuation)
+	if i <= 0 {
+		return keep
+	}
+	out := make([]lockedMessage, 0, len(keep))
+	for _, m := range keep {
+		if isContinuation(m) {
+			out = append(out, m)
+		}
+	}
+	for _, m := range keep {
+		if !isContinuation(m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func isContinuation(m lockedMessage) bool {
+	_, ok := m.item.(durable.ContinueAsNew)
+	return ok
 }
 
 // lostRace reports a conditional write that lost to a concurrent writer.

@@ -179,6 +179,14 @@ func (s *Store) lockInstance(inst string, now time.Time, lockTimeout time.Durati
 		}
 	}
 
+	if rec != nil && rec.execs[rec.currentExec] != nil && rec.execs[rec.currentExec].status == durable.StatusContinuedAsNew &&
+		!slices.ContainsFunc(items, func(w durable.WorkItem) bool { _, ok := w.(durable.ContinueAsNew); return ok }) {
+		// The execution continued as new and its ContinueAsNew message is
+		// not visible yet (abandoned with a delay): the messages belong to
+		// the next execution, which only that message starts. They wait.
+		return nil, nil
+	}
+
 	token := newToken()
 	lock := &instLock{instance: inst, token: token, until: now.Add(lockTimeout)}
 	var maxAttempts uint32
