@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	goruntime "runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -347,12 +349,29 @@ func awaitCompletion(t *testing.T, container string, stall time.Duration, done f
 		}
 		if time.Since(at) > stall {
 			logLeftovers(t, container, rs...)
+			logBusyGoroutines(t)
 			if onStall != nil {
 				onStall()
 			}
 			t.Fatalf("no progress for %v (progress count %d)", stall, last)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// logBusyGoroutines logs the stacks of the goroutines inside the
+// provider's store and engine (of every test running in parallel): where
+// a stalled replica is stuck.
+func logBusyGoroutines(t *testing.T) {
+	t.Helper()
+	buf := make([]byte, 32<<20)
+	buf = buf[:goruntime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if n < 300 && (strings.Contains(g, "durafeed/store.") || strings.Contains(g, "durafeed/engine.")) {
+			n++
+			t.Logf("goroutine: %s", g)
+		}
 	}
 }
 
