@@ -19,7 +19,10 @@ import (
 //   - a ContinueAsNew message is delivered like any other and the ack of
 //     the next execution makes it current, older executions untouched;
 //   - histories are returned ordered numerically by event id, whatever the
-//     order of appends (event 10 after event 9, not after event 1).
+//     order of appends (event 10 after event 9, not after event 1);
+//   - messages for an execution wait for the message that starts it
+//     (ContinueAsNew, or a withheld StartOrchestration) rather than being
+//     handed out, or dropped, without it.
 func multiExecutionScenarios() []Scenario {
 	return []Scenario{
 		{"execution_isolation", multiExecIsolation},
@@ -29,6 +32,7 @@ func multiExecutionScenarios() []Scenario {
 		{"execution_history_persistence", multiExecPersistence},
 		{"history_ordered_by_event_id", multiExecOrderedByEventID},
 		{"messages_wait_for_their_continue_as_new", multiExecMessagesWaitForContinuation},
+		{"persistent_event_waits_for_a_withheld_start", multiExecEventWaitsForStart},
 	}
 }
 
@@ -233,6 +237,25 @@ func multiExecMessagesWaitForContinuation(h *H) {
 	require.ElementsMatch(h.T, []durable.WorkItem{can, event}, item.Messages,
 		"the persistent event is delivered with the ContinueAsNew that starts its execution")
 	require.Equal(h.T, uint64(1), item.ExecutionID)
+}
+
+// multiExecEventWaitsForStart: a persistent event for an instance whose
+// StartOrchestration is withheld (abandoned with a delay, as a node that
+// cannot run the orchestration does) is not dropped as the event of an
+// instance that never started: it is delivered with the start.
+func multiExecEventWaitsForStart(h *H) {
+	id := h.ID("instance-a")
+	start := StartItem(id)
+	h.Enqueue(h.P, start)
+	item := h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, []durable.WorkItem{start}, item.Messages)
+	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, item.LockToken, 2*time.Second, true))
+
+	event := durable.QueueMessage{Instance: id, Name: "item", Data: `"p"`}
+	h.Enqueue(h.P, event)
+	item = h.MustFetchOrch(h.P, LongLock)
+	require.ElementsMatch(h.T, []durable.WorkItem{start, event}, item.Messages,
+		"the persistent event is delivered with the start it waited for")
 }
 
 func multiExecPersistence(h *H) {

@@ -188,12 +188,13 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 	if !started && !hasStart {
 		// QueueMessages for an instance that has not started are dropped;
 		// one among the locked heads cannot be, under this lock.
-		if _, queued := withoutQueueMessages(keep); len(queued) > 0 {
+		// Nor are the others dropped here: the normal path first checks
+		// for a withheld start (hasWithheldMessages).
+		_, queued := withoutQueueMessages(keep)
+		_, queuedExtra := withoutQueueMessages(extra)
+		if len(queued) > 0 || len(queuedExtra) > 0 {
 			return giveUp(nil)
 		}
-		var queued []string
-		extra, queued = withoutQueueMessages(extra)
-		drop = append(drop, queued...)
 	}
 	if len(keep)+len(extra) > maxTurnMessages || 1+len(extra)+len(drop) > maxBatchOps {
 		return giveUp(nil)

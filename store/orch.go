@@ -323,6 +323,18 @@ func (p *Store) lockTurn(ctx context.Context, instance string, c *cachedInst, pr
 	if !started && !hasStart {
 		var queued []string
 		keep, queued = withoutQueueMessages(keep)
+		if len(queued) > 0 {
+			waiting, werr := p.hasWithheldMessages(ctx, instance, now)
+			if werr != nil {
+				return nil, none, mapErr(op, werr)
+			}
+			if waiting {
+				// A message this fetch does not see (a start abandoned
+				// with a delay, or newer than its clock reading) may
+				// start the instance: its persistent events wait.
+				queued = nil
+			}
+		}
 		drop = append(drop, queued...)
 	}
 	if awaitsContinuation(d, committed, keep) {
@@ -443,6 +455,26 @@ func withoutQueueMessages(msgs []lockedMessage) (kept []lockedMessage, queued []
 		kept = append(kept, m)
 	}
 	return kept, queued
+}
+
+// hasWithheldMessages reports whether the instance has orchestrator
+// messages that a fetch at now does not take (not visible yet, or locked).
+// It is asked only before persistent events of an instance that has not
+// started are dropped, so it costs nothing on the common path.
+func (p *Store) hasWithheldMessages(ctx context.Context, instance string, now int64) (bool, error) {
+	n := 0
+	err := p.s.query(ctx, strp(instance),
+		"SELECT VALUE COUNT(1) FROM c WHERE c.type = 'orch_queue' AND (c.visibleAt > @now OR c.lockedUntil > @now)",
+		[]azcosmos.QueryParameter{param("@now", now)},
+		func(raw json.RawMessage) error {
+			var c int
+			if err := json.Unmarshal(raw, &c); err != nil {
+				return err
+			}
+			n += c
+			return nil
+		})
+	return n > 0, err
 }
 
 // awaitsContinuation reports a committed execution that continued as new

@@ -509,9 +509,13 @@ func (e *env) kvTurn(exec, next uint64, status durable.Status, kinds ...history.
 	for j, k := range kinds {
 		delta = append(delta, ev("i", exec, next+uint64(j), k))
 	}
-	require.NoError(e.t, e.p.AckOrchestrationItem(e.ctx, item.LockToken, durable.OrchestrationTurn{
-		ExecutionID: exec, HistoryDelta: delta, Metadata: durable.ExecutionMetadata{Status: status},
-	}))
+	turn := durable.OrchestrationTurn{ExecutionID: exec, HistoryDelta: delta, Metadata: durable.ExecutionMetadata{Status: status}}
+	if status == durable.StatusContinuedAsNew {
+		// The next execution's start, without which the instance's
+		// messages wait.
+		turn.OrchestratorItems = []durable.WorkItem{durable.ContinueAsNew{Instance: "i", Orchestration: "Orch", Input: "{}"}}
+	}
+	require.NoError(e.t, e.p.AckOrchestrationItem(e.ctx, item.LockToken, turn))
 	return item.KVSnapshot
 }
 

@@ -160,6 +160,9 @@ func (s *Store) lockInstance(inst string, now time.Time, lockTimeout time.Durati
 	}
 	if rec == nil && !s.hasHistory(inst) && start == nil {
 		// Not started: QueueMessages are dropped; other messages stay.
+		// While a message is withheld (a start abandoned with a delay
+		// may yet start the instance) they stay too, unlocked.
+		withheld := slices.ContainsFunc(s.orchQ, func(m *orchMsg) bool { return m.instance == inst && m.visibleAt.After(now) })
 		drop := map[*orchMsg]bool{}
 		keptBatch, keptItems := batch[:0:0], items[:0:0]
 		for i, m := range batch {
@@ -170,7 +173,7 @@ func (s *Store) lockInstance(inst string, now time.Time, lockTimeout time.Durati
 			keptBatch = append(keptBatch, m)
 			keptItems = append(keptItems, items[i])
 		}
-		if len(drop) > 0 {
+		if len(drop) > 0 && !withheld {
 			s.orchQ = slices.DeleteFunc(s.orchQ, func(m *orchMsg) bool { return drop[m] })
 		}
 		batch, items = keptBatch, keptItems
