@@ -68,9 +68,12 @@ func atomicityFailureRollback(h *H) {
 	require.NoError(h.T, err)
 	require.Len(h.T, events, 1, "history must be unchanged after a failed ack")
 	require.IsType(h.T, history.OrchestrationStarted{}, events[0].Kind)
-	h.NoWork(h.P)
-	// Neither the other instance's start was enqueued nor was the lock released.
-	h.NoOrch(h.P)
+	// No worker item was enqueued, nor the other instance's start, and the
+	// lock was not released: the locked message is still queued, with the
+	// attempt of its one fetch (the ack with the same token below shows
+	// the lock held).
+	h.NoOrchOrWork(h.P)
+	require.Equal(h.T, uint32(1), h.MaxAttemptCount(id), "the failed ack must leave the locked message queued")
 	status, err := h.P.GetCustomStatus(h.Ctx, id, 0)
 	require.NoError(h.T, err)
 	require.Nil(h.T, status, "custom status must not change on a failed ack")
@@ -141,7 +144,10 @@ func atomicityLockReleasedOnlyOnSuccess(h *H) {
 	id := h.ID("instance-a")
 	lt := h.Options().LockTimeout
 	h.Enqueue(h.P, StartItem(id))
-	h.MustFetchOrch(h.P, lt)
+	// A long lock, so that the checks below run while it holds however
+	// slow the run; then cut to lt, to let it expire.
+	first := h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, id, first.Instance)
 	h.NoOrch(h.P)
 
 	err := h.P.AckOrchestrationItem(h.Ctx, "invalid-lock-token", creationFirstTurn(id))
@@ -153,6 +159,7 @@ func atomicityLockReleasedOnlyOnSuccess(h *H) {
 	require.Empty(h.T, events)
 
 	// Only expiry frees it; the start message is still there.
+	require.NoError(h.T, h.P.RenewOrchestrationItemLock(h.Ctx, first.LockToken, lt))
 	h.Sleep(lockExpiryWait(h))
 	again := h.MustFetchOrch(h.P, lt)
 	require.Equal(h.T, id, again.Instance)
@@ -347,8 +354,7 @@ func atomicityCancelledAckCase(h *H, i, n int, cancelAfter time.Duration) {
 		require.NoError(h.T, h.P.AckWorkItem(h.Ctx, w.LockToken, nil))
 	}
 	require.ElementsMatch(h.T, work, activities, "case %d: every worker item, once", i)
-	h.NoWork(h.P)
-	h.NoOrch(h.P)
+	h.NoOrchOrWork(h.P)
 }
 
 func atomicityCancelledWorkAck(h *H) {
@@ -373,14 +379,14 @@ func atomicityCancelledWorkAck(h *H) {
 		if first == nil || second != nil {
 			require.ErrorIs(h.T, second, durable.ErrPermanent, "case %d: the completion had committed already", i)
 		}
-		// Either way: the work item is gone and its completion arrives once.
+		// Either way: the work item is gone and its completion arrives once
+		// (both queues are then watched over one window).
 		require.ErrorIs(h.T, h.P.RenewWorkItemLock(h.Ctx, w.LockToken, LongLock), durable.ErrPermanent,
 			"case %d: the acked item is gone", i)
-		h.NoWork(h.P)
 		item := h.MustFetchOrch(h.P, LongLock)
 		require.Equal(h.T, id, item.Instance)
 		require.Equal(h.T, []durable.WorkItem{done}, item.Messages, "case %d: the completion, once", i)
 		require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1}))
-		h.NoOrch(h.P)
+		h.NoOrchOrWork(h.P)
 	}
 }

@@ -112,8 +112,7 @@ func cancellationScenarios() []Scenario {
 			w := h.MustFetchWork(h.P, LongLock)
 			require.NoError(h.T, h.P.AckWorkItem(h.Ctx, w.LockToken, nil))
 
-			h.NoWork(h.P)
-			h.NoOrch(h.P)
+			h.NoOrchOrWork(h.P)
 			if a, ok := h.P.Admin(); ok {
 				d, err := a.GetQueueDepths(h.Ctx)
 				require.NoError(h.T, err)
@@ -204,6 +203,21 @@ func cancellationScenarios() []Scenario {
 				cancels = append(cancels, durable.ScheduledActivityIdentifier{Instance: inst, ExecutionID: 1, ActivityID: id})
 			}
 			cancellationStart(h, inst, acts...)
+			// The activities are on the worker queue, fetchable: lock them
+			// all and put them back, so that the absence below is the
+			// cancellation's doing.
+			var queued, fetched []durable.WorkItem
+			var tokens []string
+			for _, a := range acts {
+				queued = append(queued, a)
+				w := h.MustFetchWork(h.P, LongLock)
+				fetched = append(fetched, w.Item)
+				tokens = append(tokens, w.LockToken)
+			}
+			require.ElementsMatch(h.T, queued, fetched)
+			for _, tok := range tokens {
+				require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, tok, 0, true))
+			}
 
 			cancellationTurn(h, inst, durable.OrchestrationTurn{ExecutionID: 1, CancelledActivities: cancels})
 
@@ -288,8 +302,7 @@ func cancellationScenarios() []Scenario {
 			require.True(h.T, errors.Is(err, durable.ErrPermanent), "renew of a cancelled activity must fail permanently, got %v", err)
 			err = h.P.AckWorkItem(h.Ctx, w.LockToken, durable.ActivityCompleted{Instance: inst, ExecutionID: 1, ID: 2, Result: "too late"})
 			require.True(h.T, errors.Is(err, durable.ErrPermanent), "ack of a cancelled activity must fail permanently, got %v", err)
-			h.NoOrch(h.P) // the late completion was not enqueued
-			h.NoWork(h.P)
+			h.NoOrchOrWork(h.P) // the late completion was not enqueued, and the activity is gone
 		}},
 		{"cancelled_activities_match_instance_execution_and_id", func(h *H) {
 			a, b := h.ID("inst-cancel-a"), h.ID("inst-cancel-b")
@@ -337,8 +350,7 @@ func cancellationScenarios() []Scenario {
 			hist, err := h.P.Read(h.Ctx, inst)
 			require.NoError(h.T, err)
 			require.Len(h.T, hist, 3, "the ack must have committed")
-			h.NoWork(h.P)
-			h.NoOrch(h.P)
+			h.NoOrchOrWork(h.P)
 		}},
 	}
 }

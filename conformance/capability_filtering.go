@@ -266,6 +266,13 @@ func capabilityFilteringScenarios() []Scenario {
 			require.Equal(h.T, uint32(1), item.AttemptCount)
 			h.NoOrch(h.P) // the lock is held
 			require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, item.LockToken, 0, true))
+			// Released, the same work comes back, the history error with it.
+			again := h.MustFetchOrch(h.P, LongLock)
+			require.Equal(h.T, inst, again.Instance)
+			require.Equal(h.T, item.Messages, again.Messages)
+			require.NotEmpty(h.T, again.HistoryError)
+			require.Equal(h.T, uint32(1), again.AttemptCount, "the abandon took back the first attempt")
+			require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, again.LockToken, 0, true))
 		}},
 		{"fetch_deserialization_error_increments_attempt_count", func(h *H) {
 			inst := h.ID("inst-deser")

@@ -1,6 +1,8 @@
 package conformance_test
 
 import (
+	"flag"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +11,21 @@ import (
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/internal/memprovider"
 )
+
+// TestMain runs 16 scenarios at a time unless -parallel says otherwise:
+// they mostly wait (absence windows, lock expiry, visibility delays)
+// rather than compute, and the default, GOMAXPROCS, would run them nearly
+// one after the other on a small machine. The provider package does the
+// same for its runs of the suite.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", "16")
+	}
+	os.Exit(m.Run())
+}
 
 // memFactory runs the suite against the in-memory reference provider, which
 // is how the suite itself is checked: every scenario must pass on a simple,

@@ -120,9 +120,14 @@ func delCleansQueuesAndLocks(h *H) {
 	a := h.Admin()
 	id := h.ID("queues-locks")
 	h.Enqueue(h.P, StartItem(id))
-	require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, durable.ActivityExecute{Instance: id, ExecutionID: 1, ID: 1,
-		Name: "TestActivity", Input: "{}"}))
+	activity := durable.ActivityExecute{Instance: id, ExecutionID: 1, ID: 1, Name: "TestActivity", Input: "{}"}
+	require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, activity))
 	mgmtAckExecution(h, h.P, mgmtFetch(h, h.P, id), 1, "", durable.StatusCompleted)
+	// The activity is fetchable (put back at once), so that its absence
+	// below is the deletion's doing.
+	w := h.MustFetchWork(h.P, LongLock)
+	require.Equal(h.T, activity, w.Item)
+	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, w.LockToken, 0, true))
 
 	res, err := a.DeleteInstance(h.Ctx, id, false)
 	require.NoError(h.T, err)
@@ -197,8 +202,7 @@ func delForceDeletePreventsAckRecreation(h *H) {
 	mgmtPermanent(h, err, "acking a turn of a force-deleted instance")
 	mgmtGone(h, a, id)
 	require.Empty(h.T, mgmtList(h, a), "the instance must not be recreated")
-	h.NoWork(h.P)
-	h.NoOrch(h.P)
+	h.NoOrchOrWork(h.P)
 	err = h.P.RenewOrchestrationItemLock(h.Ctx, item.LockToken, LongLock)
 	mgmtPermanent(h, err, "renewing the lock of a force-deleted instance")
 }
@@ -424,8 +428,7 @@ func delRemovesEverythingOwned(h *H) {
 	stats, err := h.P.GetInstanceStats(h.Ctx, id)
 	require.NoError(h.T, err)
 	require.Nil(h.T, stats, "a deleted instance has no stats")
-	h.NoOrch(h.P)
-	h.NoWork(h.P)
+	h.NoOrchOrWork(h.P)
 	mgmtDepths(h, a, durable.QueueDepths{})
 	err = h.P.AckWorkItem(h.Ctx, work.LockToken, durable.ActivityCompleted{Instance: id, ExecutionID: 1, ID: 5, Result: "late"})
 	mgmtPermanent(h, err, "acking the deleted instance's activity")

@@ -57,8 +57,7 @@ func errInvalidTokenOnAck(h *H) {
 	err := h.P.AckOrchestrationItem(h.Ctx, "invalid-token", turn)
 	errRequireProviderError(h, err, durable.ErrPermanent, "ack with an unknown token")
 	creationRequireAbsent(h, h.P, id)
-	h.NoOrch(h.P)
-	h.NoWork(h.P)
+	h.NoOrchOrWork(h.P)
 
 	// A consumed token is as dead as an unknown one.
 	h.Enqueue(h.P, StartItem(id))
@@ -138,7 +137,15 @@ func errCorruptedData(h *H) {
 	require.Empty(h.T, item.History)
 	require.Equal(h.T, []durable.WorkItem{raised}, item.Messages)
 	require.Equal(h.T, uint32(1), item.AttemptCount)
-	h.NoOrch(h.P)
+	h.NoOrch(h.P) // the lock is held
+
+	// Released, the same message comes back, counted again, with the error.
+	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, item.LockToken, 0, false))
+	again := h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, id, again.Instance)
+	require.Equal(h.T, []durable.WorkItem{raised}, again.Messages)
+	require.NotEmpty(h.T, again.HistoryError)
+	require.Equal(h.T, uint32(2), again.AttemptCount)
 }
 
 func errLockExpirationDuringAck(h *H) {
@@ -179,8 +186,7 @@ func errEnqueueEmptyInstance(h *H) {
 	err = h.P.EnqueueForWorker(h.Ctx, nil)
 	errRequireProviderError(h, err, durable.ErrPermanent, "worker enqueue of nil")
 
-	h.NoOrch(h.P)
-	h.NoWork(h.P)
+	h.NoOrchOrWork(h.P)
 	if a, ok := h.P.Admin(); ok {
 		d, err := a.GetQueueDepths(h.Ctx)
 		require.NoError(h.T, err)
@@ -231,9 +237,9 @@ func errUnknownWorkTokens(h *H) {
 	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, "no-such-token", 0, false),
 		"abandoning an unknown work-item token succeeds")
 
-	// None of it touched the held item or enqueued a completion.
-	h.NoOrch(h.P)
-	h.NoWork(h.P)
+	// None of it touched the held item or enqueued a completion: the item
+	// is still locked (and its ack below still commits).
+	h.NoOrchOrWork(h.P)
 	require.NoError(h.T, h.P.AckWorkItem(h.Ctx, held.LockToken, queueCompletion(id, 1, "done")))
 	item := h.MustFetchOrch(h.P, LongLock)
 	require.Equal(h.T, []durable.WorkItem{queueCompletion(id, 1, "done")}, item.Messages)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -148,24 +149,145 @@ func (h *H) MustFetchWork(p durable.Provider, lock time.Duration) *durable.Locke
 	return item
 }
 
-// NoOrch asserts that no orchestration item can be fetched now.
+// AbsenceWindow is how long an absence check (NoOrch, NoWork and their
+// variants) gives a provider to produce work that should not be there.
+// Instead of looking once, the check watches the queue for this long: a
+// long-polling provider waits on one fetch with this poll timeout, a
+// short-polling one is polled every absencePollInterval. A provider that
+// would hand the work out shortly after the state change under test (one
+// that learns of it from a change feed, or a replica's cache) then fails
+// the check instead of passing it vacuously. A check of work withheld by a
+// lock or a delay that ends during the scenario is cut short before it ends
+// (NoOrchUntil, NoWorkUntil). Keep the window well below
+// Options.LockTimeout, and short: a scenario waits it out at every check
+// that passes.
+const AbsenceWindow = 250 * time.Millisecond
+
+// absencePollInterval is the pause between the fetches of an absence check
+// when a fetch returned before the window closed (a short-polling provider).
+const absencePollInterval = 25 * time.Millisecond
+
+// NoOrch asserts that no orchestration item can be fetched from p within
+// AbsenceWindow.
 func (h *H) NoOrch(p durable.Provider) {
 	h.T.Helper()
-	item, err := p.FetchOrchestrationItem(h.Ctx, LongLock, 0, nil)
+	h.NoOrchUntil(p, time.Now().Add(AbsenceWindow))
+}
+
+// NoOrchUntil is NoOrch with the window cut short at until: for work
+// withheld by a lock or a delay that ends during the scenario, until is
+// the last moment the work is still known to be withheld. When until has
+// passed already (a slow run), the work may be back and nothing can be
+// asserted: the check is skipped, and says so in the test log.
+func (h *H) NoOrchUntil(p durable.Provider, until time.Time) {
+	h.T.Helper()
+	if !time.Now().Before(until) {
+		h.T.Logf("absence check skipped: the work it covers may be visible again (%v late)", time.Since(until))
+		return
+	}
+	item, err := watchAbsence(h, absenceEnd(until), func(poll time.Duration) (*durable.OrchestrationItem, error) {
+		return p.FetchOrchestrationItem(h.Ctx, LongLock, poll, nil)
+	})
 	require.NoError(h.T, err)
 	if item != nil {
-		h.T.Fatalf("expected no orchestration item, got instance %q with %d messages", item.Instance, len(item.Messages))
+		h.T.Fatalf("expected no orchestration item, got %s", describeOrch(item))
 	}
 }
 
-// NoWork asserts that no work item (any tag, no session) can be fetched now.
+// NoWork asserts that no work item (any tag, no session) can be fetched
+// from p within AbsenceWindow.
 func (h *H) NoWork(p durable.Provider) {
 	h.T.Helper()
-	item, err := p.FetchWorkItem(h.Ctx, LongLock, 0, nil, durable.AnyTag())
+	h.NoWorkUntil(p, time.Now().Add(AbsenceWindow))
+}
+
+// NoWorkUntil is NoWork with the window cut short at until, as NoOrchUntil
+// (skipped when until has passed).
+func (h *H) NoWorkUntil(p durable.Provider, until time.Time) {
+	h.T.Helper()
+	if !time.Now().Before(until) {
+		h.T.Logf("absence check skipped: the work it covers may be visible again (%v late)", time.Since(until))
+		return
+	}
+	item, err := watchAbsence(h, absenceEnd(until), func(poll time.Duration) (*durable.LockedWorkItem, error) {
+		return p.FetchWorkItem(h.Ctx, LongLock, poll, nil, durable.AnyTag())
+	})
 	require.NoError(h.T, err)
 	if item != nil {
-		h.T.Fatalf("expected no work item, got %s for %q", item.Item.Kind(), item.Item.TargetInstance())
+		h.T.Fatalf("expected no work item, got %s", describeWork(item))
 	}
+}
+
+// NoOrchOrWork asserts NoOrch and NoWork together: both queues are watched
+// at once, over one AbsenceWindow.
+func (h *H) NoOrchOrWork(p durable.Provider) {
+	h.T.Helper()
+	end := absenceEnd(time.Now().Add(AbsenceWindow))
+	var (
+		wg      sync.WaitGroup
+		work    *durable.LockedWorkItem
+		workErr error
+	)
+	wg.Go(func() {
+		work, workErr = watchAbsence(h, end, func(poll time.Duration) (*durable.LockedWorkItem, error) {
+			return p.FetchWorkItem(h.Ctx, LongLock, poll, nil, durable.AnyTag())
+		})
+	})
+	orch, orchErr := watchAbsence(h, end, func(poll time.Duration) (*durable.OrchestrationItem, error) {
+		return p.FetchOrchestrationItem(h.Ctx, LongLock, poll, nil)
+	})
+	wg.Wait()
+	require.NoError(h.T, orchErr)
+	require.NoError(h.T, workErr)
+	if orch != nil {
+		h.T.Fatalf("expected no orchestration item, got %s", describeOrch(orch))
+	}
+	if work != nil {
+		h.T.Fatalf("expected no work item, got %s", describeWork(work))
+	}
+}
+
+// absenceEnd is the end of an absence window that should end at until:
+// never later than AbsenceWindow from now.
+func absenceEnd(until time.Time) time.Time {
+	if end := time.Now().Add(AbsenceWindow); end.Before(until) {
+		return end
+	}
+	return until
+}
+
+// watchAbsence fetches with fetch until end (at least once), passing the
+// time left as the poll timeout, and returns the first item fetched or
+// error met; nil, nil when the window closed with nothing. It only
+// fetches: the caller asserts, on the scenario's goroutine.
+func watchAbsence[T any](h *H, end time.Time, fetch func(poll time.Duration) (*T, error)) (*T, error) {
+	for {
+		item, err := fetch(max(time.Until(end), 0))
+		if err != nil || item != nil {
+			return item, err
+		}
+		left := time.Until(end)
+		if left <= 0 {
+			return nil, nil
+		}
+		select {
+		case <-h.Ctx.Done():
+			return nil, nil
+		case <-time.After(min(left, absencePollInterval)):
+		}
+	}
+}
+
+// describeOrch names a fetched orchestration item for a failure message.
+func describeOrch(item *durable.OrchestrationItem) string {
+	return fmt.Sprintf("instance %q (execution %d, attempt %d) with %d messages %+v", item.Instance,
+		item.ExecutionID, item.AttemptCount, len(item.Messages), item.Messages)
+}
+
+// describeWork names a fetched work item for a failure message.
+func describeWork(item *durable.LockedWorkItem) string {
+	return fmt.Sprintf("%s for %q (attempt %d): %+v", item.Item.Kind(), item.Item.TargetInstance(),
+		item.AttemptCount, item.Item)
 }
 
 // CreateInstance runs an instance's first turn on p: it enqueues the start,

@@ -267,6 +267,5 @@ func creationSpecialIDs(h *H) {
 			require.Equal(h.T, durable.StatusCompleted, info.Status)
 		}
 	}
-	h.NoOrch(h.P)
-	h.NoWork(h.P)
+	h.NoOrchOrWork(h.P)
 }

@@ -97,6 +97,7 @@ func lockingExclusive(h *H) {
 	h.Sleep(lockExpiryWait(h))
 	second := h.MustFetchOrch(p2, lt)
 	require.Equal(h.T, id, second.Instance)
+	require.Equal(h.T, first.Messages, second.Messages, "the work the lock withheld")
 	require.NotEqual(h.T, first.LockToken, second.LockToken)
 }
 
@@ -237,6 +238,12 @@ func lockingCrossInstance(h *H) {
 	require.Equal(h.T, second.Instance, again.Instance)
 	require.Equal(h.T, []durable.WorkItem{queueCompletion(second.Instance, 1, "done")}, again.Messages)
 	h.NoOrch(h.P)
+
+	// Released, the first instance's work comes back.
+	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, first.LockToken, 0, true))
+	back := h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, first.Instance, back.Instance)
+	require.Equal(h.T, first.Messages, back.Messages)
 }
 
 func lockingMessageTagging(h *H) {
@@ -308,8 +315,16 @@ func lockingContention(h *H) {
 		}
 	}
 	require.Len(h.T, winners, 1, "exactly one of %d racing fetchers may lock the instance", n)
-	require.Equal(h.T, id, winners[0].item.Instance)
+	won := winners[0].item
+	require.Equal(h.T, id, won.Instance)
 	h.NoOrch(h.P)
+
+	// Released, the instance's work comes back.
+	p := providers[winners[0].worker%len(providers)]
+	require.NoError(h.T, p.AbandonOrchestrationItem(h.Ctx, won.LockToken, 0, true))
+	back := h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, id, back.Instance)
+	require.Equal(h.T, []durable.WorkItem{StartItem(id)}, back.Messages)
 }
 
 func lockingNoDuplicates(h *H) {

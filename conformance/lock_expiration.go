@@ -57,12 +57,43 @@ func lockMargin(h *H) time.Duration { return h.Options().LockTimeout/2 + 100*tim
 // taken just before, to have expired.
 func lockExpiryWait(h *H) time.Duration { return h.Options().LockTimeout + lockMargin(h) }
 
+// withheldUntil is the last moment an absence check may rely on work being
+// withheld by a lock of timeout d, or a visibility delay d, taken at or
+// after since: lockMargin before d passes, so that no fetch of the check is
+// still in flight when the work comes back (see H.NoOrchUntil).
+func withheldUntil(h *H, since time.Time, d time.Duration) time.Time {
+	return since.Add(d - lockMargin(h))
+}
+
+// hideDelay is the visibility delay (of an abandon or a delayed enqueue) of
+// work a scenario keeps hidden through steps lasting span, its absence
+// checks included, and then fetches back, proving it was withheld, not
+// lost: span plus lockMargin, for the fetch in flight at the end of the
+// last check (see withheldUntil).
+func hideDelay(h *H, span time.Duration) time.Duration { return span + lockMargin(h) }
+
+// expiryMustFetchOrch is MustFetchOrch also returning when the fetch that
+// found the item started: a lock it took was taken no earlier.
+func expiryMustFetchOrch(h *H, p durable.Provider, lock time.Duration) (*durable.OrchestrationItem, time.Time) {
+	h.T.Helper()
+	var item *durable.OrchestrationItem
+	var since time.Time
+	h.Eventually(func() bool {
+		since = time.Now()
+		var err error
+		item, err = p.FetchOrchestrationItem(h.Ctx, lock, 0, nil)
+		require.NoError(h.T, err)
+		return item != nil
+	}, "an orchestration item to fetch")
+	return item, since
+}
+
 func expiryLockExpires(h *H) {
 	id := h.ID("instance-a")
 	lt := h.Options().LockTimeout
 	h.Enqueue(h.P, StartItem(id))
-	first := h.MustFetchOrch(h.P, lt)
-	h.NoOrch(h.P)
+	first, lockedSince := expiryMustFetchOrch(h, h.P, lt)
+	h.NoOrchUntil(h.P, withheldUntil(h, lockedSince, lt))
 	h.Sleep(lockExpiryWait(h))
 
 	// Another dispatcher (replica) recovers the instance.
@@ -294,24 +325,34 @@ func expiryAbandonWorkItemReleases(h *H) {
 
 func expiryAbandonWorkItemWithDelay(h *H) {
 	id := h.ID("abandon-delay")
-	// Abandoned with a long delay: hidden for the rest of the scenario,
-	// however slow the run.
+	// Abandoned with a long delay: hidden for the rest of the scenario's
+	// checks, then back at its end.
+	hideFor := hideDelay(h, lockExpiryWait(h)+2*AbsenceWindow)
 	require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, queueActivity(id, 1)))
 	hidden := h.MustFetchWork(h.P, LongLock)
-	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, hidden.LockToken, LongLock, false))
-	h.NoWork(h.P)
+	hiddenAt := time.Now()
+	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, hidden.LockToken, hideFor, false))
+	h.NoWorkUntil(h.P, withheldUntil(h, hiddenAt, hideFor))
 
-	// Abandoned with a short delay: back once it passes.
+	// Abandoned with a short delay: hidden until it passes, then back.
 	require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, queueActivity(id, 2)))
 	w := h.MustFetchWork(h.P, LongLock)
 	require.Equal(h.T, queueActivity(id, 2), queueActivityOf(h, w))
 	delay := h.Options().LockTimeout
 	abandoned := time.Now()
 	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, w.LockToken, delay, false))
+	h.NoWorkUntil(h.P, withheldUntil(h, abandoned, delay))
 	h.Sleep(time.Until(abandoned.Add(delay + lockMargin(h))))
 	again := h.MustFetchWork(h.P, LongLock)
 	require.Equal(h.T, queueActivity(id, 2), queueActivityOf(h, again))
 	require.NoError(h.T, h.P.AckWorkItem(h.Ctx, again.LockToken, queueCompletion(id, 2, "done")))
+	h.NoWorkUntil(h.P, withheldUntil(h, hiddenAt, hideFor))
+
+	// The long delay passes too: the first item is back.
+	back := h.MustFetchWork(h.P, LongLock)
+	require.Equal(h.T, queueActivity(id, 1), queueActivityOf(h, back))
+	require.Equal(h.T, uint32(2), back.AttemptCount)
+	require.NoError(h.T, h.P.AckWorkItem(h.Ctx, back.LockToken, queueCompletion(id, 1, "done")))
 	h.NoWork(h.P)
 }
 
@@ -366,15 +407,17 @@ func expiryOrchRenewalExtends(h *H) {
 }
 
 func expiryAbandonOrchWithDelay(h *H) {
-	// Abandoned with a long delay: hidden for the rest of the scenario,
-	// however slow the run.
+	// Abandoned with a long delay: hidden for the rest of the scenario's
+	// checks, then back at its end.
 	hiddenID := h.ID("orch-abandon-hidden")
+	hideFor := hideDelay(h, lockExpiryWait(h)+2*AbsenceWindow)
 	h.Enqueue(h.P, StartItem(hiddenID))
 	hidden := h.MustFetchOrch(h.P, LongLock)
-	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, hidden.LockToken, LongLock, false))
-	h.NoOrch(h.P)
+	hiddenAt := time.Now()
+	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, hidden.LockToken, hideFor, false))
+	h.NoOrchUntil(h.P, withheldUntil(h, hiddenAt, hideFor))
 
-	// Abandoned with a short delay: back once it passes.
+	// Abandoned with a short delay: hidden until it passes, then back.
 	id := h.ID("orch-abandon-delay")
 	h.Enqueue(h.P, StartItem(id))
 	item := h.MustFetchOrch(h.P, LongLock)
@@ -382,11 +425,19 @@ func expiryAbandonOrchWithDelay(h *H) {
 	delay := h.Options().LockTimeout
 	abandoned := time.Now()
 	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, item.LockToken, delay, false))
+	h.NoOrchUntil(h.P, withheldUntil(h, abandoned, delay))
 	h.Sleep(time.Until(abandoned.Add(delay + lockMargin(h))))
 	again := h.MustFetchOrch(h.P, LongLock)
 	require.Equal(h.T, id, again.Instance)
 	require.Equal(h.T, item.Messages, again.Messages)
 	require.Equal(h.T, uint32(2), again.AttemptCount)
+	h.NoOrchUntil(h.P, withheldUntil(h, hiddenAt, hideFor))
+
+	// The long delay passes too: the first instance's start is back.
+	back := h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, hiddenID, back.Instance)
+	require.Equal(h.T, hidden.Messages, back.Messages)
+	require.Equal(h.T, uint32(2), back.AttemptCount)
 }
 
 func expiryWorkerAckAfterTakeover(h *H) {
@@ -404,8 +455,9 @@ func expiryWorkerAckAfterTakeover(h *H) {
 	require.ErrorIs(h.T, err, durable.ErrPermanent, "acking after another worker took the item over")
 	require.ErrorIs(h.T, h.P.RenewWorkItemLock(h.Ctx, stale.LockToken, LongLock), durable.ErrPermanent,
 		"renewing after another worker took the item over")
-	h.NoOrch(h.P)
-	h.NoWork(h.P)
+	// No completion was enqueued, and the item stays locked by p2 (whose
+	// ack below still commits).
+	h.NoOrchOrWork(h.P)
 
 	require.NoError(h.T, p2.AckWorkItem(h.Ctx, fresh.LockToken, queueCompletion(id, 1, "fresh")))
 	item := h.MustFetchOrch(h.P, LongLock)
@@ -415,6 +467,7 @@ func expiryWorkerAckAfterTakeover(h *H) {
 
 func expiryAbandonDelayScope(h *H) {
 	id := h.ID("abandon-scope")
+	other := h.Open()
 	h.Enqueue(h.P, StartItem(id))
 	item := h.MustFetchOrch(h.P, LongLock)
 	require.Equal(h.T, []durable.WorkItem{StartItem(id)}, item.Messages)
@@ -422,9 +475,12 @@ func expiryAbandonDelayScope(h *H) {
 	late := durable.ExternalRaised{Instance: id, Name: "late", Data: "1"}
 	h.Enqueue(h.P, late)
 
-	// A long delay: the start stays hidden for the rest of the scenario,
-	// however slow the run.
-	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, item.LockToken, LongLock, false))
+	// A delay that keeps the start hidden through the checks below (the
+	// fetch of the late message gets a lock timeout, however slow the
+	// run), then lets it back.
+	hideFor := hideDelay(h, h.Options().LockTimeout+AbsenceWindow)
+	abandoned := time.Now()
+	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, item.LockToken, hideFor, false))
 
 	// The late message was never locked by that fetch, so the delay does
 	// not hold it back.
@@ -434,7 +490,16 @@ func expiryAbandonDelayScope(h *H) {
 		"only the message that arrived during the lock: the abandoned start waits out its delay")
 	require.Equal(h.T, uint32(1), again.AttemptCount, "the late message's first delivery")
 	// Not before its delay: the start is neither fetchable nor locked with the late message.
-	h.NoOrch(h.Open())
+	h.NoOrchUntil(other, withheldUntil(h, abandoned, hideFor))
+
+	// After it, the start is back: once the late message is released too,
+	// one lock takes both (a batch of the late message alone, fetched
+	// before the delay passed, is put back uncounted).
+	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, again.LockToken, 0, true))
+	both := lockingFetchBatch(h, h.P, LongLock, 2)
+	require.Equal(h.T, id, both.Instance)
+	require.ElementsMatch(h.T, []durable.WorkItem{StartItem(id), late}, both.Messages)
+	require.Equal(h.T, uint32(2), both.AttemptCount, "the start's second delivery")
 }
 
 func expiryCancelledFetch(h *H) {
@@ -454,6 +519,7 @@ func expiryCancelledFetch(h *H) {
 	// a proper lock; one that returns an error may or may not have locked.
 	calls := 1
 	var held *durable.OrchestrationItem
+	var heldSince time.Time
 	for _, after := range []time.Duration{-1, 0, 500 * time.Microsecond, time.Millisecond, 2 * time.Millisecond,
 		4 * time.Millisecond, 8 * time.Millisecond, 16 * time.Millisecond, 32 * time.Millisecond} {
 		ctx, cancel := context.WithCancel(h.Ctx)
@@ -463,6 +529,7 @@ func expiryCancelledFetch(h *H) {
 			timer := time.AfterFunc(after, cancel)
 			defer timer.Stop()
 		}
+		fetchedAt := time.Now()
 		item, err := h.P.FetchOrchestrationItem(ctx, lt, 0, nil)
 		cancel()
 		calls++
@@ -471,13 +538,13 @@ func expiryCancelledFetch(h *H) {
 			continue
 		}
 		if item != nil {
-			held = item
+			held, heldSince = item, fetchedAt
 			break
 		}
 	}
 	if held != nil {
 		require.Equal(h.T, msgs, held.Messages, "a lock takes every waiting message")
-		h.NoOrch(h.Open()) // not before its expiry
+		h.NoOrchUntil(h.Open(), withheldUntil(h, heldSince, lt)) // not before its expiry
 	}
 
 	// After at most one lock timeout the work is fetchable again, whole:

@@ -162,23 +162,33 @@ func queueWorkerAckAtomicity(h *H) {
 func queueTimerDelayedVisibility(h *H) {
 	id := h.ID("instance-a")
 	h.CreateInstance(h.P, id)
-	// A timer due after the scenario: never fetchable in it, however slow
-	// the run.
+	// A timer due after the scenario's checks: not fetchable in them,
+	// however slow the run, and fetched at its end.
+	lateDelay := hideDelay(h, lockExpiryWait(h)+2*AbsenceWindow)
+	lateAt := time.Now()
 	late := durable.TimerFired{Instance: id, ExecutionID: 1, ID: 3,
-		FireAtMS: uint64(time.Now().Add(LongLock).UnixMilli())}
-	require.NoError(h.T, h.P.EnqueueForOrchestrator(h.Ctx, late, LongLock))
-	h.NoOrch(h.P)
+		FireAtMS: uint64(lateAt.Add(lateDelay).UnixMilli())}
+	require.NoError(h.T, h.P.EnqueueForOrchestrator(h.Ctx, late, lateDelay))
+	h.NoOrchUntil(h.P, withheldUntil(h, lateAt, lateDelay))
 
 	delay := h.Options().LockTimeout
 	timer := durable.TimerFired{Instance: id, ExecutionID: 1, ID: 2,
 		FireAtMS: uint64(time.Now().Add(delay).UnixMilli())}
 	enqueued := time.Now()
 	require.NoError(h.T, h.P.EnqueueForOrchestrator(h.Ctx, timer, delay))
+	h.NoOrchUntil(h.P, withheldUntil(h, enqueued, delay))
 	h.Sleep(time.Until(enqueued.Add(delay + lockMargin(h))))
 
 	item := h.MustFetchOrch(h.P, LongLock)
 	require.Equal(h.T, id, item.Instance)
 	require.Equal(h.T, []durable.WorkItem{timer}, item.Messages, "the due timer, without the later one")
+	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1}))
+	h.NoOrchUntil(h.P, withheldUntil(h, lateAt, lateDelay))
+
+	// The later timer comes due too.
+	item = h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, id, item.Instance)
+	require.Equal(h.T, []durable.WorkItem{late}, item.Messages, "the later timer, once due")
 }
 
 func queueLostLockToken(h *H) {
@@ -222,21 +232,32 @@ func queueWorkerDelayedSkipsFuture(h *H) {
 
 	first := h.MustFetchWork(h.P, LongLock)
 	require.Equal(h.T, uint64(1), queueActivityOf(h, first).ID)
-	// Delayed past the scenario: unlocked but never visible in it, however
-	// slow the run, so the next item is served, then none.
-	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, first.LockToken, LongLock, false))
+	// Delayed past the scenario's checks: unlocked but not visible in them,
+	// however slow the run, so the next item is served, then none; the
+	// delayed item is fetched at the end.
+	hideFor := hideDelay(h, lockExpiryWait(h)+2*AbsenceWindow)
+	hiddenAt := time.Now()
+	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, first.LockToken, hideFor, false))
 	second := h.MustFetchWork(h.P, LongLock)
 	require.Equal(h.T, uint64(2), queueActivityOf(h, second).ID, "a delayed item must be skipped")
-	h.NoWork(h.P)
+	h.NoWorkUntil(h.P, withheldUntil(h, hiddenAt, hideFor))
 
-	// Delayed briefly: visible again once the delay passes.
+	// Delayed briefly: hidden until the delay passes, then visible again.
 	delay := h.Options().LockTimeout
 	abandoned := time.Now()
 	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, second.LockToken, delay, false))
+	h.NoWorkUntil(h.P, withheldUntil(h, abandoned, delay))
 	h.Sleep(time.Until(abandoned.Add(delay + lockMargin(h))))
 	third := h.MustFetchWork(h.P, LongLock)
 	require.Equal(h.T, uint64(2), queueActivityOf(h, third).ID, "the delayed item is visible after its delay")
 	require.NoError(h.T, h.P.AckWorkItem(h.Ctx, third.LockToken, queueCompletion(id, 2, "done")))
+	h.NoWorkUntil(h.P, withheldUntil(h, hiddenAt, hideFor))
+
+	// The long delay passes too: the first item is back.
+	back := h.MustFetchWork(h.P, LongLock)
+	require.Equal(h.T, queueActivity(id, 1), queueActivityOf(h, back), "the long-delayed item is visible after its delay")
+	require.Equal(h.T, uint32(2), back.AttemptCount)
+	require.NoError(h.T, h.P.AckWorkItem(h.Ctx, back.LockToken, queueCompletion(id, 1, "done")))
 	h.NoWork(h.P)
 }
 
@@ -318,8 +339,11 @@ func queueOrchestratorDelayedExcluded(h *H) {
 	delay := h.Options().LockTimeout
 	now := durable.ExternalRaised{Instance: id, Name: "now", Data: "1"}
 	soon := durable.ExternalRaised{Instance: id, Name: "soon", Data: "2"}
-	never := durable.ExternalRaised{Instance: id, Name: "never", Data: "3"} // due after the scenario
-	require.NoError(h.T, h.P.EnqueueForOrchestrator(h.Ctx, never, LongLock))
+	// Due after the scenario's checks, however slow the run, and fetched at its end.
+	never := durable.ExternalRaised{Instance: id, Name: "never", Data: "3"}
+	neverDelay := hideDelay(h, lockExpiryWait(h)+2*AbsenceWindow)
+	neverAt := time.Now()
+	require.NoError(h.T, h.P.EnqueueForOrchestrator(h.Ctx, never, neverDelay))
 	h.Enqueue(h.P, now)
 
 	item := h.MustFetchOrch(h.P, LongLock)
@@ -334,7 +358,12 @@ func queueOrchestratorDelayedExcluded(h *H) {
 	rest := h.MustFetchOrch(h.P, LongLock)
 	require.Equal(h.T, []durable.WorkItem{soon}, rest.Messages, "the delayed message survives the ack of the earlier batch")
 	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, rest.LockToken, durable.OrchestrationTurn{ExecutionID: 1}))
-	h.NoOrch(h.P) // never is still delayed, and neither ack deleted it
+	h.NoOrchUntil(h.P, withheldUntil(h, neverAt, neverDelay)) // never is still delayed...
+
+	// ... and neither ack deleted it: once due, it is delivered.
+	last := h.MustFetchOrch(h.P, LongLock)
+	require.Equal(h.T, id, last.Instance)
+	require.Equal(h.T, []durable.WorkItem{never}, last.Messages, "the long-delayed message, once due")
 }
 
 func queueTimerFromAckVisibleAtFireTime(h *H) {
