@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -103,6 +104,7 @@ func evaluateTargets(r *Report) []TargetResult {
 				Met:  ratio <= TargetIdleCostRatio})
 		}
 	}
+	out = append(out, sweepTargets(r)...)
 	for _, f := range r.Failover {
 		if f.Mode != ModeEventDriven || f.After.N == 0 {
 			continue
@@ -112,6 +114,55 @@ func evaluateTargets(r *Report) []TargetResult {
 			Want: fmt.Sprintf("≤ %.0f ms", ms(limit)),
 			Got:  fmt.Sprintf("%.0f ms (max %.0f ms, %d lost)", f.After.P99MS, f.After.MaxMS, f.Lost),
 			Met:  f.After.P99MS <= ms(limit) && f.Lost == 0})
+	}
+	return out
+}
+
+// findSweep returns the result of one sweep load, mode and latency (nil
+// when absent or empty).
+func (r *Report) findSweep(lat float64, load string, m Mode) *SweepResult {
+	for i := range r.Sweep {
+		s := &r.Sweep[i]
+		if s.InjectedLatencyMS == lat && s.Load == load && s.Mode == m && s.N > 0 {
+			return s
+		}
+	}
+	return nil
+}
+
+// sweepTargets checks every sweep load at every injected latency on the
+// three criteria of judgeSweep.
+func sweepTargets(r *Report) []TargetResult {
+	var out []TargetResult
+	for _, env := range r.Environments {
+		lat := env.InjectedLatencyMS
+		var loads []string
+		for _, s := range r.Sweep {
+			if s.InjectedLatencyMS == lat && !slices.Contains(loads, s.Load) {
+				loads = append(loads, s.Load)
+			}
+		}
+		for _, load := range loads {
+			ed, poll := r.findSweep(lat, load, ModeEventDriven), r.findSweep(lat, load, ModePolling)
+			if ed == nil || poll == nil {
+				continue
+			}
+			c := judgeSweep(*ed, *poll, env.FetchFloorMS)
+			subject := "sweep " + load
+			lost := ""
+			if ed.Lost > 0 {
+				lost = fmt.Sprintf(", %d lost", ed.Lost)
+			}
+			out = append(out,
+				TargetResult{Target: "sweep p50 ≥10× lower than polling (20× above 100 ms, or 2× the floor)", Subject: subject, InjectedLatencyMS: lat,
+					Want: c.p50Want, Got: fmt.Sprintf("%.2f ms vs %.2f ms%s", ed.P50MS, poll.P50MS, lost), Met: c.p50,
+					Note: fmt.Sprintf("floor %.2f ms", env.FetchFloorMS)},
+				TargetResult{Target: "sweep p99 ≤ 1/4 of polling", Subject: subject, InjectedLatencyMS: lat,
+					Want: fmt.Sprintf("≤ %.2f ms", poll.P99MS/4), Got: fmt.Sprintf("%.2f ms vs %.2f ms%s", ed.P99MS, poll.P99MS, lost), Met: c.p99},
+				TargetResult{Target: "sweep RU/min ≤ polling", Subject: subject, InjectedLatencyMS: lat,
+					Want: fmt.Sprintf("≤ %.0f", poll.RUPerMin), Got: fmt.Sprintf("%.0f (%.2f RU per wake vs %.2f)", ed.RUPerMin, ed.RUPerWake, poll.RUPerWake),
+					Met: c.cost})
+		}
 	}
 	return out
 }
@@ -189,6 +240,19 @@ func (r *Report) WriteTable(w io.Writer) error {
 		for _, f := range r.Failover {
 			fmt.Fprintf(tw, "%vms\t%s\t%d\t%.0f\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%.0f\t\n", f.InjectedLatencyMS, f.Mode, f.Before.N, f.Before.P99MS,
 				f.After.N, f.After.P50MS, f.After.P99MS, f.After.MaxMS, f.Held.MaxMS, f.Lost, f.RUPerMin)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+
+	if len(r.Sweep) > 0 {
+		fmt.Fprintf(w, "\nSweep: open-loop arrivals from another provider's client (Poisson gaps of the load's mean; burst: all at once after the quiet); wake latency ms; cost of every request of the container\n")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "injected	load	mode	n	p50	p90	p99	max	lost	req/min	RU/min	RU/wake	")
+		for _, l := range r.Sweep {
+			fmt.Fprintf(tw, "%vms	%s	%s	%d	%.2f	%.2f	%.2f	%.2f	%d	%.0f	%.0f	%.2f	\n", l.InjectedLatencyMS, l.Load, l.Mode, l.N, l.P50MS, l.P90MS,
+				l.P99MS, l.MaxMS, l.Lost, l.RequestsPerMin, l.RUPerMin, l.RUPerWake)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

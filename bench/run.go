@@ -59,6 +59,17 @@ type Config struct {
 	// negative: skip the phase).
 	Failover time.Duration
 
+	// Sweep are the loads of the sweep phase (DefaultSweepLoads; nil: no
+	// sweep phase). Each load runs in both modes at every injected latency:
+	// loads under one arrival a second one scenario at a time (they keep a
+	// CPU busy), the others all at once beside them.
+	Sweep []SweepLoad
+	// SweepDispatchers is the fetch loops of a sweep replica (default 4);
+	// SweepTail and SweepSettle are SweepScenario's Tail and Settle
+	// (defaults 5 s and 2 s).
+	SweepDispatchers       int
+	SweepTail, SweepSettle time.Duration
+
 	// PartitionCount is the number of physical partitions (default 4).
 	PartitionCount int
 	// Parallel bounds how many event-driven latency scenarios run at once
@@ -169,6 +180,7 @@ type Report struct {
 	Latency      []LatencyResult  `json:"latency"`
 	Idle         []IdleResult     `json:"idle"`
 	Failover     []FailoverResult `json:"failover,omitempty"`
+	Sweep        []SweepResult    `json:"sweep,omitempty"`
 	Targets      []TargetResult   `json:"targets"`
 	// Errors lists the scenarios that failed.
 	Errors []string `json:"errors,omitempty"`
@@ -205,6 +217,9 @@ type EnvInfo struct {
 	// BareWakeP99MS is the p99 of bare feed-woken wakes, without the
 	// engine (Probe.BareWakeP99).
 	BareWakeP99MS float64 `json:"bare_wake_p99_ms"`
+	// FetchFloorMS is the sweep's physical floor of a wake (Env.FetchFloor;
+	// measured only with a sweep).
+	FetchFloorMS float64 `json:"fetch_floor_ms,omitempty"`
 }
 
 // Run starts one emulator per latency, runs every latency scenario (phase
@@ -357,6 +372,51 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	runJobs(0, foJobs)
+
+	// The sweep: fast loads one scenario at a time, slow ones all at once
+	// beside them (a few requests a second each).
+	if len(cfg.Sweep) > 0 {
+		for i, e := range envs {
+			floor, err := e.FetchFloor(ctx, 21)
+			if err != nil {
+				fail(fmt.Sprintf("fetch floor at %v", e.Latency()), err)
+				continue
+			}
+			rep.Environments[i].FetchFloorMS = round2(ms(floor))
+			progress("fetch floor with %v injected: %v", e.Latency(), floor.Round(time.Microsecond))
+		}
+		var fast, slow []func()
+		for _, l := range cfg.Sweep {
+			for _, e := range envs {
+				for _, m := range modes {
+					i := len(rep.Sweep)
+					rep.Sweep = append(rep.Sweep, SweepResult{Mode: m, Load: l.Name, MeanGapMS: ms(l.MeanGap), InjectedLatencyMS: ms(e.Latency())})
+					job := func() {
+						r, err := e.RunSweep(ctx, SweepScenario{Mode: m, Load: l, Dispatchers: cfg.SweepDispatchers, Fetch: cfg.Fetch,
+							SampleTimeout: cfg.SampleTimeout, Tail: cfg.SweepTail, Settle: cfg.SweepSettle, Seed: cfg.Seed})
+						mu.Lock()
+						rep.Sweep[i] = r
+						mu.Unlock()
+						what := fmt.Sprintf("sweep %s %s at %v", l.Name, m, e.Latency())
+						if err != nil {
+							fail(what, err)
+							return
+						}
+						progress("%s: p50 %.2f ms, p99 %.2f ms (%d items, %d lost), %.0f RU/min", what, r.P50MS, r.P99MS, r.N, r.Lost, r.RUPerMin)
+					}
+					if l.fast() {
+						fast = append(fast, job)
+					} else {
+						slow = append(slow, job)
+					}
+				}
+			}
+		}
+		var sw sync.WaitGroup
+		sw.Go(func() { runJobs(0, slow) })
+		runJobs(1, fast)
+		sw.Wait()
+	}
 
 	rep.Targets = evaluateTargets(rep)
 	rep.ElapsedS = time.Since(start).Round(100 * time.Millisecond).Seconds()

@@ -39,6 +39,7 @@ func main() {
 type options struct {
 	cfg   bench.Config
 	out   string
+	png   string
 	quiet bool
 }
 
@@ -53,8 +54,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		replicas   = fs.String("replicas", "1,3", "replica counts for the idle cost, comma-separated (empty: no idle phase)")
 		interval   = fs.String("interval", "20ms-1.02s", "random pause before each enqueue, min-max (keep the width a multiple of -poll-interval)")
 		timerDelay = fs.String("timer-delay", "200ms-1s", "visibility delay of timer items, min-max")
+		sweep      = fs.String("sweep", "", "sweep loads, comma-separated ("+sweepNames()+", or all; empty: no sweep phase)")
+		sweepScale = fs.Float64("sweep-scale", 1, "multiplies the sweep loads' item counts (and the burst's quiet), for a shorter run")
 		o          = options{cfg: d}
 	)
+	fs.IntVar(&o.cfg.SweepDispatchers, "sweep-dispatchers", 4, "sweep: orchestration fetch loops of the replica")
+	fs.StringVar(&o.png, "png", "durafeed-bench.png", "sweep picture path (written when the sweep ran; empty: none)")
 	fs.IntVar(&o.cfg.Samples, "samples", d.Samples, "samples per latency scenario")
 	fs.IntVar(&o.cfg.Warmup, "warmup", d.Warmup, "warm-up samples discarded per latency scenario")
 	fs.DurationVar(&o.cfg.MaxDuration, "duration", d.MaxDuration, "latency scenario time limit: no sample starts after it (negative: none)")
@@ -101,6 +106,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.cfg.TimerDelay, err = parseRange(*timerDelay); err != nil {
 		return o, fmt.Errorf("-timer-delay: %w", err)
 	}
+	names, _ := parseList(*sweep, func(s string) (string, error) { return s, nil })
+	if len(names) > 0 {
+		if o.cfg.Sweep, err = bench.SelectSweep(names, *sweepScale); err != nil {
+			return o, err
+		}
+	}
 	if o.cfg.Samples <= 0 || o.cfg.IdleWindow <= 0 {
 		return o, errors.New("-samples and -idle-window must be positive")
 	}
@@ -128,6 +139,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 			}
 			fmt.Fprintf(stderr, "report written to %s\n", o.out)
 		}
+		if o.png != "" && len(rep.Sweep) > 0 {
+			if err := writePNG(o.png, rep); err != nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "sweep picture written to %s\n", o.png)
+		}
 	}
 	return runErr
 }
@@ -142,6 +159,26 @@ func writeJSON(path string, rep *bench.Report) error {
 		return err
 	}
 	return f.Close()
+}
+
+func writePNG(path string, rep *bench.Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteSweepPNG(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func sweepNames() string {
+	var n []string
+	for _, l := range bench.DefaultSweepLoads() {
+		n = append(n, l.Name)
+	}
+	return strings.Join(n, ",")
 }
 
 // parseList parses a comma-separated list; an empty string is an empty

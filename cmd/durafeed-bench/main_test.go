@@ -27,6 +27,21 @@ func TestParseFlagsDefaults(t *testing.T) {
 	require.Equal(t, d.Samples, o.cfg.Samples)
 	require.Equal(t, d.Fetch, o.cfg.Fetch)
 	require.Equal(t, "durafeed-bench.json", o.out)
+	require.Nil(t, o.cfg.Sweep, "no sweep phase unless asked for")
+	require.Equal(t, "durafeed-bench.png", o.png)
+}
+
+func TestParseFlagsSweep(t *testing.T) {
+	o, err := parseFlags([]string{"-sweep", "1s,burst", "-sweep-scale", "0.5", "-sweep-dispatchers", "2"}, io.Discard)
+	require.NoError(t, err)
+	want, err := bench.SelectSweep([]string{"1s", "burst"}, 0.5)
+	require.NoError(t, err)
+	require.Equal(t, want, o.cfg.Sweep)
+	require.Equal(t, 2, o.cfg.SweepDispatchers)
+	for _, bad := range [][]string{{"-sweep", "2s"}, {"-sweep", "all", "-sweep-scale", "0"}} {
+		_, err := parseFlags(bad, io.Discard)
+		require.Error(t, err, "%q", bad)
+	}
 }
 
 func TestParseFlags(t *testing.T) {
