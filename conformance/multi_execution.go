@@ -161,14 +161,14 @@ func multiExecIDSequencing(h *H) {
 	}
 }
 
-func multiExecContinueAsNew(h *H) {
-	id := h.ID("instance-a")
+// multiExecContinued creates instance id and runs execution 1 to its end
+// in continue-as-new: its final turn queues the returned ContinueAsNew
+// message, whose input is next.
+func multiExecContinued(h *H, id, next string) durable.ContinueAsNew {
+	h.T.Helper()
 	h.CreateInstance(h.P, id)
-
-	// Execution 1 continues as new: its final turn queues ContinueAsNew.
 	h.Enqueue(h.P, durable.ExternalRaised{Instance: id, Name: "restart", Data: "{}"})
 	item := h.MustFetchOrch(h.P, LongLock)
-	next := "new-input"
 	can := durable.ContinueAsNew{Instance: id, Orchestration: TestOrchestration, Input: next, Version: TestVersion}
 	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, item.LockToken, durable.OrchestrationTurn{
 		ExecutionID:       1,
@@ -176,8 +176,15 @@ func multiExecContinueAsNew(h *H) {
 		OrchestratorItems: []durable.WorkItem{can},
 		Metadata:          durable.ExecutionMetadata{Status: durable.StatusContinuedAsNew, Output: &next},
 	}))
+	return can
+}
 
-	item = h.MustFetchOrch(h.P, LongLock)
+func multiExecContinueAsNew(h *H) {
+	id := h.ID("instance-a")
+	next := "new-input"
+	can := multiExecContinued(h, id, next)
+
+	item := h.MustFetchOrch(h.P, LongLock)
 	require.Equal(h.T, []durable.WorkItem{can}, item.Messages)
 	require.Equal(h.T, uint64(1), item.ExecutionID)
 	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, item.LockToken, durable.OrchestrationTurn{
@@ -214,18 +221,8 @@ func multiExecContinueAsNew(h *H) {
 // event.
 func multiExecMessagesWaitForContinuation(h *H) {
 	id := h.ID("instance-a")
-	h.CreateInstance(h.P, id)
-	h.Enqueue(h.P, durable.ExternalRaised{Instance: id, Name: "restart", Data: "{}"})
+	can := multiExecContinued(h, id, "new-input")
 	item := h.MustFetchOrch(h.P, LongLock)
-	next := "new-input"
-	can := durable.ContinueAsNew{Instance: id, Orchestration: TestOrchestration, Input: next, Version: TestVersion}
-	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, item.LockToken, durable.OrchestrationTurn{
-		ExecutionID:       1,
-		HistoryDelta:      []history.Event{Event(id, 1, 2, history.OrchestrationContinuedAsNew{Input: next})},
-		OrchestratorItems: []durable.WorkItem{can},
-		Metadata:          durable.ExecutionMetadata{Status: durable.StatusContinuedAsNew, Output: &next},
-	}))
-	item = h.MustFetchOrch(h.P, LongLock)
 	require.Equal(h.T, []durable.WorkItem{can}, item.Messages)
 	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, item.LockToken, 2*time.Second, true))
 
