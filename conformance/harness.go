@@ -323,11 +323,17 @@ func (h *H) Complete(p durable.Provider, item *durable.OrchestrationItem, output
 	}))
 }
 
+// EventuallyDeadline is how long Eventually waits: generous, so that it
+// only catches a hang, on a shared machine running hundreds of scenarios
+// in parallel beside another test run.
+const EventuallyDeadline = 30 * time.Second
+
 // Eventually polls cond every 20 ms until it holds, failing the scenario
-// after 10 s. what names the awaited condition in the failure.
+// after EventuallyDeadline. what names the awaited condition in the
+// failure.
 func (h *H) Eventually(cond func() bool, what string) {
 	h.T.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(EventuallyDeadline)
 	for !cond() {
 		if time.Now().After(deadline) {
 			h.T.Fatalf("timed out waiting for %s", what)

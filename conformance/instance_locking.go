@@ -155,7 +155,7 @@ func lockingConcurrentFetching(h *H) {
 			// Each fetcher holds at most one instance, so with n instances
 			// every fetcher must eventually get one unless one is handed
 			// out twice.
-			deadline := time.Now().Add(10 * time.Second)
+			deadline := time.Now().Add(EventuallyDeadline)
 			for {
 				item, err := p.FetchOrchestrationItem(h.Ctx, LongLock, 0, nil)
 				switch {
@@ -389,7 +389,7 @@ func lockingExpirationRecovery(h *H) {
 	// Worker 1 takes the lock and crashes (never acks).
 	wg.Go(func() {
 		defer close(acquired)
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(EventuallyDeadline)
 		for time.Now().Before(deadline) && h.Ctx.Err() == nil {
 			heldFrom = time.Now()
 			item, err := p1.FetchOrchestrationItem(h.Ctx, lt, 0, nil)
