@@ -1,0 +1,152 @@
+// Package peerwake is the peer wake channel: right after a writer commits
+// a document in a dispatch slot, it sends a small authenticated message to
+// the replica that owns the slot, which signals its wakeup hub exactly as
+// its change-feed handler would on reading the write. The owner then sees
+// the work at once instead of at its next change-feed read.
+//
+// The change feed remains the source of truth. A wake that is lost, late,
+// duplicated, forged or refused costs latency, never correctness: a wake
+// only makes the owner look at an instance it would look at anyway once
+// the feed delivers the write, and looking finds nothing if there is
+// nothing. So every failure here is handled by dropping and counting.
+//
+//	// owner
+//	secret, _ := peerwake.NewSecret()
+//	r, _ := peerwake.NewReceiver(peerwake.ReceiverOptions{
+//		Listen: ":7070", Secret: secret,
+//		OnWake: func(w peerwake.Wake) { hubs[w.Hub].Signal(w.Slot, w.Key, w.VisibleAt) },
+//	})
+//	defer r.Close()
+//	// publish host:port and secret.Encode() in the heartbeat document
+//
+//	// writer
+//	s, _ := peerwake.NewSender(peerwake.SenderOptions{})
+//	defer s.Close()
+//	_ = s.Send(peerwake.Peer{Addr: addr, Secret: sec}, peerwake.Wake{
+//		Hub: peerwake.HubOrchestrator, Slot: slot, Key: instanceID, VisibleAt: visibleAt,
+//	})
+//
+// # Keys
+//
+// Each receiver incarnation draws a fresh Secret (32 random bytes) and
+// publishes it, with its address, in its heartbeat document in Cosmos DB;
+// senders read it there. The secret is the HMAC-SHA256 key. Its KeyID (8
+// bytes of a domain-separated SHA-256 of it) names it on the wire, so a
+// receiver refuses a frame signed with another secret (a previous
+// incarnation's, or one replaced with Receiver.SetSecret) by comparing 8
+// bytes. A Sender identifies a peer by address and secret, so a new
+// incarnation at a reused address gets a fresh queue and connection.
+//
+// # Frame
+//
+// On a TCP stream, each frame is preceded by its length, a big-endian
+// uint16 counting the frame's bytes. A frame is, big-endian:
+//
+//	offset size field
+//	     0    1 version: 0xD1 (magic and format version in one byte)
+//	     1    8 KeyID of the signing secret
+//	     9    8 sent-at, Unix milliseconds (signed)
+//	    17    8 nonce, random
+//	    25    1 hub: 'o' (HubOrchestrator) or 'w' (HubWorker)
+//	    26    2 slot, 0..255
+//	    28    8 visible-at, Unix milliseconds (signed), rounded up
+//	    36    2 key length, 1..MaxKeyBytes (1100)
+//	    38    n key
+//	  38+n   32 HMAC-SHA256(secret, bytes 0 .. 38+n-1)
+//
+// so a frame has MinFrameBytes (71) to MaxFrameBytes (1170) bytes. A
+// receiver reads the prefix, refuses a length outside those bounds before
+// reading anything more, and then reads exactly that many bytes. The tag
+// is the full 32-byte HMAC-SHA256. A tag truncated to 16 bytes would be
+// secure too (each forgery attempt costs the attacker a connection), but
+// it saves 16 bytes per frame, which matters nowhere at one frame per
+// commit, and the full tag needs no argument.
+//
+// The hub byte is checked against the hubs this version knows, so a new
+// hub needs a new version byte; a receiver closes the connection of a
+// frame it cannot parse. An empty key is invalid: a wake names an instance, and the hub's
+// slot-wide Scan is not something a peer may ask for. Times are
+// milliseconds since the Unix epoch; visible-at is rounded up so that a
+// wake never becomes takeable before its work is visible, and the zero
+// time.Time round-trips as the zero instant.
+//
+// A receiver checks, in order: the length bounds, the version and field
+// consistency (hub, slot, key length), the KeyID, the MAC, the window
+// (|now − sent-at| ≤ Window), then under one lock the nonce cache and the
+// rate limit. A malformed frame, an unknown KeyID, a bad MAC or a
+// replayed nonce closes the connection; a stale or rate-limited frame is
+// only dropped, since it comes from a holder of the secret (a sender with
+// a skewed clock, or a burst) whose next frame may pass. Every outcome is
+// counted in ReceiverStats.
+//
+// # Transport
+//
+// TCP, because replicas in an Azure Container Apps environment reach each
+// other over TCP on the environment's network and UDP is not dependable
+// there. A Sender keeps one connection per peer, dialled on the first wake
+// and closed after an idle period; a goroutine per peer writes the queued
+// frames (those queued together go out in one write) and a reader on the
+// connection notices when the receiver closes it. Send never waits for the
+// network: a full queue, a failed dial, the backoff after one, and a failed
+// write all drop wakes and count them. The sender's idle timeout is
+// shorter than the receiver's so that the side that closes an idle
+// connection is the sender; a wake written into a connection the receiver
+// has just closed is lost.
+//
+// # Threat model
+//
+// Who can send: anyone who can reach the receiver's port, which is every
+// workload on the environment's network (and more, if the port is
+// exposed; it should not be). Nothing is trusted about the peer's address.
+//
+// A forger (no secret) can make the receiver compute MACs and churn
+// connections, nothing else: an unauthenticated frame causes no OnWake
+// call and closes its connection, so each forgery attempt costs a TCP
+// connection, and at most MaxConns connections are open at once. Holding
+// connections open without sending does not lock senders out: when
+// MaxConns connections are open, a new one evicts the oldest connection
+// that has not yet delivered an authenticated frame, and senders
+// authenticate with the frame they write right after dialling. A forger
+// can still, by opening connections faster than senders dial, keep some
+// wakes from arriving (latency, not correctness). Frame sizes are bounded
+// before reading, and a connection's buffers are allocated once.
+//
+// A replayer (who captured frames on the network) can do nothing within
+// the window: a nonce already delivered is refused and closes the
+// connection, and outside the window the frame is stale. The nonce cache
+// is bounded (ReplayCacheSize); if traffic overwhelms it, the oldest nonces
+// are forgotten early and a replay of one of them is delivered once more,
+// a duplicate wake, still within MaxRate.
+//
+// A holder of data-plane read access to the Cosmos DB account can read the
+// heartbeat documents, so it has the secrets and can forge wakes at will.
+// What that buys it is bounded: at most Burst + MaxRate·T wakes are
+// delivered over any T (MaxRate point reads per second on the owner at
+// most, by default 2000), and a wake only makes the owner look at an
+// instance, which does nothing when the instance has no work. Such a
+// principal can read every instance's data anyway. Rotating secrets (a new
+// receiver incarnation, or SetSecret plus a heartbeat update) cuts off a
+// principal whose read access was revoked.
+//
+// Confidentiality: wakes carry no payload, only a hub, a slot, a
+// visibility time and a key — an instance id, which may be sensitive (ids
+// built from customer identifiers). Frames are not encrypted and TLS is not
+// used: the traffic stays on the environment's private network, where it
+// is visible only to someone already inside it, the same instance ids
+// already travel to Cosmos DB over TLS, and TLS between replicas would need
+// certificates distributed and rotated per incarnation (Go's crypto/tls has
+// no pre-shared-key mode that could reuse the secret). Deployments that
+// need instance ids hidden in transit can enable the Container Apps
+// environment's peer-traffic encryption (check that it covers direct
+// replica-to-replica TCP in the environment's configuration), or use
+// instance ids that reveal nothing. A later frame version (a new version
+// byte) could encrypt the key with AES-GCM under a key derived from the
+// same secret, which would add confidentiality without certificates.
+//
+// OnWake should signal only slots the replica owns (a sender may act on a
+// stale view of ownership, and a holder of the secret may name any slot),
+// so that wakes for other slots do not sit in the hub until the next Drop.
+//
+// Integrity of the change feed is never at stake: nothing received here is
+// written anywhere; it only schedules a look.
+package peerwake

@@ -1,0 +1,443 @@
+package peerwake
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	mrand "math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Sender defaults.
+const (
+	// DefaultQueueLen is the default per-peer queue length: a burst of
+	// commits to one owner queues while the connection is dialled.
+	DefaultQueueLen = 256
+	// DefaultDialTimeout bounds a dial: peers share a network, so a dial
+	// that takes longer is to a peer that is gone.
+	DefaultDialTimeout = time.Second
+	// DefaultWriteTimeout bounds a write: a receiver that does not read
+	// for that long is stuck, and its wakes are worth nothing.
+	DefaultWriteTimeout = time.Second
+	// DefaultSenderIdleTimeout closes a peer's connection, and ends its
+	// goroutine, after this long without a Send to it. It is shorter than
+	// DefaultReceiverIdleTimeout so that the sender closes first.
+	DefaultSenderIdleTimeout = time.Minute
+	// DefaultMinBackoff is the first pause after a failed dial or a lost
+	// connection; it doubles on each further failure.
+	DefaultMinBackoff = 100 * time.Millisecond
+	// DefaultMaxBackoff caps the pause between dials to a failing peer.
+	DefaultMaxBackoff = 5 * time.Second
+)
+
+// maxBatchBytes bounds what one write carries: the frames already queued
+// when the goroutine takes one are written together.
+const maxBatchBytes = 16 << 10
+
+// Errors returned by Sender.Send.
+var (
+	// ErrClosed is returned by Send after Close.
+	ErrClosed = errors.New("peerwake: sender closed")
+	// ErrQueueFull is returned by Send when the peer's queue is full; the
+	// wake is dropped and counted.
+	ErrQueueFull = errors.New("peerwake: peer queue full")
+)
+
+// Peer is a receiver to send wakes to, as published in its heartbeat
+// document.
+type Peer struct {
+	// Addr is the receiver's TCP address, host:port.
+	Addr string
+	// Secret is the receiver's current secret; its KeyID is derived from
+	// it. A peer is identified by Addr and Secret together: a new
+	// incarnation at the same address (new secret) gets its own queue and
+	// connection, and the old one's ends after SenderOptions.IdleTimeout.
+	Secret Secret
+}
+
+// SenderOptions configures a Sender. The zero value is valid: every field
+// has a documented default, applied to its zero value.
+type SenderOptions struct {
+	// QueueLen bounds each peer's queue of wakes not yet written; default
+	// DefaultQueueLen (256). Send drops the wake when the queue is full.
+	QueueLen int
+	// DialTimeout bounds each dial; default DefaultDialTimeout (1 s).
+	DialTimeout time.Duration
+	// WriteTimeout bounds each write; default DefaultWriteTimeout (1 s).
+	WriteTimeout time.Duration
+	// IdleTimeout closes a peer's connection and ends its goroutine after
+	// that long without a wake to send; default DefaultSenderIdleTimeout
+	// (1 min). Keep it below the receivers' IdleTimeout.
+	IdleTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the pause after a failed dial, a
+	// failed write or a connection the peer closed within MaxBackoff of
+	// its dial. The pause starts at MinBackoff, doubles on each further
+	// failure up to MaxBackoff and is jittered down by up to half. Wakes
+	// for the peer are dropped (and counted) during the pause. Defaults
+	// DefaultMinBackoff (100 ms) and DefaultMaxBackoff (5 s).
+	MinBackoff, MaxBackoff time.Duration
+	// Logger receives per-peer diagnostics (dial and write failures at
+	// debug level, with the peer's address). It never receives keys,
+	// secrets or frame contents. Default: a no-op logger.
+	Logger *zap.Logger
+	// Now stamps each frame's sent-at time; default time.Now. Timeouts and
+	// backoff use the system clock regardless.
+	Now func() time.Time
+	// Dial opens connections; default a net.Dialer's DialContext. The
+	// context carries DialTimeout and is cancelled by Close.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// hooks are test hooks; nil outside tests.
+	hooks *senderHooks
+}
+
+// senderHooks let tests wait for a peer goroutine's progress instead of
+// sleeping. Each is called on the peer goroutine.
+type senderHooks struct {
+	afterBatch func(addr string) // after a batch was written or dropped
+	peerExit   func(addr string) // as a peer goroutine ends
+}
+
+func (h *senderHooks) batchDone(addr string) {
+	if h != nil && h.afterBatch != nil {
+		h.afterBatch(addr)
+	}
+}
+
+func (h *senderHooks) exited(addr string) {
+	if h != nil && h.peerExit != nil {
+		h.peerExit(addr)
+	}
+}
+
+// SenderStats counts a Sender's work since it was created.
+type SenderStats struct {
+	// Sent counts frames written to a connection (which does not prove
+	// that the receiver read them).
+	Sent uint64
+	// Dropped counts wakes given to Send and not written: queue full, no
+	// connection (dial failed or backing off), write failed, or pending
+	// at Close.
+	Dropped uint64
+	// DialFailures counts failed dials (not those cut short by Close).
+	DialFailures uint64
+	// WriteFailures counts failed writes; the frames they carried count as
+	// Dropped.
+	WriteFailures uint64
+	// Peers is the number of peers with a running goroutine now.
+	Peers int
+}
+
+// Sender sends wakes to peers' receivers without ever blocking its caller
+// on the network: Send queues the wake for a goroutine per peer that dials
+// lazily, writes, reconnects after failures with backoff and ends after an
+// idle period. Its methods are safe for concurrent use.
+type Sender struct {
+	opts   SenderOptions
+	log    *zap.Logger
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every peer goroutine
+
+	mu     sync.Mutex
+	peers  map[Peer]*peer
+	closed bool
+
+	sent, dropped, dialFailures, writeFailures atomic.Uint64
+}
+
+// peer is one peer's queue; its goroutine (Sender.run) owns everything
+// else about the peer.
+type peer struct {
+	to    Peer
+	queue chan Wake
+}
+
+// NewSender returns a Sender configured by opts, or an error for invalid
+// options. The caller must Close it.
+func NewSender(opts SenderOptions) (*Sender, error) {
+	if opts.QueueLen == 0 {
+		opts.QueueLen = DefaultQueueLen
+	}
+	if opts.DialTimeout == 0 {
+		opts.DialTimeout = DefaultDialTimeout
+	}
+	if opts.WriteTimeout == 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultSenderIdleTimeout
+	}
+	if opts.MinBackoff == 0 {
+		opts.MinBackoff = DefaultMinBackoff
+	}
+	if opts.MaxBackoff == 0 {
+		opts.MaxBackoff = max(DefaultMaxBackoff, opts.MinBackoff)
+	}
+	switch {
+	case opts.QueueLen < 0:
+		return nil, fmt.Errorf("peerwake: SenderOptions.QueueLen %d is negative", opts.QueueLen)
+	case opts.DialTimeout < 0, opts.WriteTimeout < 0, opts.IdleTimeout < 0, opts.MinBackoff < 0:
+		return nil, errors.New("peerwake: SenderOptions has a negative duration")
+	case opts.MaxBackoff < opts.MinBackoff:
+		return nil, fmt.Errorf("peerwake: SenderOptions.MaxBackoff %v is below MinBackoff %v", opts.MaxBackoff, opts.MinBackoff)
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Dial == nil {
+		var d net.Dialer
+		opts.Dial = d.DialContext
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Sender{
+		opts:   opts,
+		log:    opts.Logger.Named("peerwake"),
+		ctx:    ctx,
+		cancel: cancel,
+		peers:  make(map[Peer]*peer),
+	}, nil
+}
+
+// Send queues w for the receiver at to and returns at once; it never waits
+// for the network. It returns an error wrapping ErrInvalidWake for an
+// invalid wake, an error for a peer without address or secret, ErrClosed
+// after Close, and ErrQueueFull (the wake is dropped and counted) when the
+// peer's queue is full. A nil error means queued, not delivered: the wake
+// may still be dropped (see SenderStats.Dropped).
+func (s *Sender) Send(to Peer, w Wake) error {
+	if err := w.Validate(); err != nil {
+		return err
+	}
+	if to.Addr == "" {
+		return errors.New("peerwake: Send: peer without address")
+	}
+	if to.Secret.IsZero() {
+		return errors.New("peerwake: Send: peer without secret")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	p := s.peers[to]
+	if p == nil {
+		p = &peer{to: to, queue: make(chan Wake, s.opts.QueueLen)}
+		s.peers[to] = p
+		s.wg.Add(1)
+		go s.run(p)
+	}
+	select {
+	case p.queue <- w:
+		return nil
+	default:
+		s.dropped.Add(1)
+		return ErrQueueFull
+	}
+}
+
+// Stats returns the sender's counters.
+func (s *Sender) Stats() SenderStats {
+	s.mu.Lock()
+	peers := len(s.peers)
+	s.mu.Unlock()
+	return SenderStats{
+		Sent:          s.sent.Load(),
+		Dropped:       s.dropped.Load(),
+		DialFailures:  s.dialFailures.Load(),
+		WriteFailures: s.writeFailures.Load(),
+		Peers:         peers,
+	}
+}
+
+// Close stops every peer goroutine, closing their connections and
+// dropping (and counting) the wakes still queued, and waits for them.
+// Send after Close returns ErrClosed. Close always returns nil; later
+// calls do nothing more.
+func (s *Sender) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+// conn is a peer goroutine's connection, with the goroutine that reads it
+// to notice when the receiver closes it.
+type conn struct {
+	c        net.Conn
+	dialedAt time.Time
+	dead     chan struct{} // closed when the reader returns
+	stop     func() bool   // unregisters the Close hook
+}
+
+// run is a peer's goroutine: it takes wakes off the queue, writes them and
+// ends on Close or after IdleTimeout without wakes.
+func (s *Sender) run(p *peer) {
+	defer s.wg.Done()
+	defer s.opts.hooks.exited(p.to.Addr)
+	var (
+		cn      *conn
+		fails   int       // consecutive failures, for backoff
+		retryAt time.Time // no dial before this
+		buf     []byte
+		mac     = newMAC(p.to.Secret)
+		id      = p.to.Secret.KeyID()
+		idle    = time.NewTimer(s.opts.IdleTimeout)
+	)
+	defer idle.Stop()
+	hangUp := func() {
+		if cn == nil {
+			return
+		}
+		cn.stop()
+		_ = cn.c.Close()
+		<-cn.dead
+		cn = nil
+	}
+	// failed closes the connection, if any, and schedules the next dial.
+	failed := func() {
+		if cn != nil && time.Since(cn.dialedAt) >= s.opts.MaxBackoff {
+			fails = 0 // the connection served a while: a fresh failure
+		}
+		hangUp()
+		fails++
+		retryAt = time.Now().Add(s.backoff(fails))
+	}
+	for {
+		var dead chan struct{}
+		if cn != nil {
+			dead = cn.dead
+		}
+		select {
+		case <-s.ctx.Done():
+			hangUp()
+			s.mu.Lock()
+			delete(s.peers, p.to)
+			s.mu.Unlock()
+			s.dropped.Add(uint64(len(p.queue)))
+			return
+		case <-dead:
+			s.log.Debug("peer wake connection closed by peer", zap.String("peer", p.to.Addr))
+			failed()
+		case <-idle.C:
+			s.mu.Lock()
+			if len(p.queue) == 0 {
+				delete(s.peers, p.to)
+				s.mu.Unlock()
+				hangUp()
+				return
+			}
+			s.mu.Unlock()
+			idle.Reset(s.opts.IdleTimeout)
+		case w := <-p.queue:
+			var n int
+			buf, n = s.batch(buf[:0], mac, id, w, p.queue)
+			if cn == nil && !time.Now().Before(retryAt) {
+				var err error
+				if cn, err = s.dial(p.to.Addr); err != nil {
+					if s.ctx.Err() == nil {
+						s.dialFailures.Add(1)
+						s.log.Debug("peer wake dial failed", zap.String("peer", p.to.Addr), zap.Error(err))
+						failed()
+					}
+				}
+			}
+			switch {
+			case cn == nil:
+				s.dropped.Add(uint64(n))
+			case s.write(cn, buf) != nil:
+				s.dropped.Add(uint64(n))
+				if s.ctx.Err() == nil {
+					s.writeFailures.Add(1)
+					s.log.Debug("peer wake write failed", zap.String("peer", p.to.Addr))
+					failed()
+				}
+			default:
+				s.sent.Add(uint64(n))
+			}
+			s.opts.hooks.batchDone(p.to.Addr)
+			idle.Reset(s.opts.IdleTimeout)
+		}
+	}
+}
+
+// batch encodes w and the wakes already queued behind it, up to
+// maxBatchBytes, into buf; it returns buf and the number of frames.
+func (s *Sender) batch(buf []byte, mac hash.Hash, id KeyID, w Wake, queue chan Wake) ([]byte, int) {
+	n := 0
+	for {
+		var nonce [nonceBytes]byte
+		_, _ = rand.Read(nonce[:]) // never fails (crypto/rand since Go 1.24)
+		buf = appendFrame(buf, mac, id, s.opts.Now(), nonce, w)
+		n++
+		if len(buf)+prefixBytes+MaxFrameBytes > maxBatchBytes {
+			return buf, n
+		}
+		select {
+		case w = <-queue:
+		default:
+			return buf, n
+		}
+	}
+}
+
+// dial connects to addr and starts the connection's reader, which only
+// watches for the receiver closing it (receivers never write).
+func (s *Sender) dial(addr string) (*conn, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.opts.DialTimeout)
+	defer cancel()
+	c, err := s.opts.Dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("peerwake: dialing %s: %w", addr, err)
+	}
+	cn := &conn{c: c, dialedAt: time.Now(), dead: make(chan struct{})}
+	// Close interrupts a write in progress.
+	cn.stop = context.AfterFunc(s.ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+	go func() { // owned by the peer goroutine: hangUp waits for it
+		defer close(cn.dead)
+		_, _ = io.Copy(io.Discard, c)
+	}()
+	return cn, nil
+}
+
+func (s *Sender) write(cn *conn, buf []byte) error {
+	if err := cn.c.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout)); err != nil {
+		return err
+	}
+	// Close's hook sets a past deadline after the context is cancelled: if
+	// it has not run yet it will, and if it ran, this deadline replaced
+	// it, so look.
+	if err := s.ctx.Err(); err != nil {
+		return err
+	}
+	_, err := cn.c.Write(buf)
+	return err
+}
+
+// backoff returns the pause after the fails-th consecutive failure:
+// MinBackoff doubled per failure, capped at MaxBackoff, jittered down by up
+// to half so that senders do not redial in step.
+func (s *Sender) backoff(fails int) time.Duration {
+	d := s.opts.MinBackoff
+	for i := 1; i < fails && d < s.opts.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, s.opts.MaxBackoff)
+	if d <= 1 {
+		return d
+	}
+	return d - mrand.N(d/2)
+}
