@@ -39,6 +39,10 @@ type EnvOptions struct {
 	// ProbeSamples is the number of requests of each of the start-up
 	// probe's measurements (default 60; see Probe).
 	ProbeSamples int
+	// PeerWake turns the peer wake channel on in every event-driven
+	// provider of the environment (replicas and clients; engine.PeerWake
+	// with its defaults, on this machine's loopback).
+	PeerWake bool
 }
 
 const defaultProbeSamples = 60

@@ -53,6 +53,9 @@ func (e *Env) providerConfig(container string, m Mode) (provider.Config, error) 
 		return cfg, nil
 	case ModeEventDriven:
 		cfg.Mode = provider.ModeEventDriven
+		if e.opts.PeerWake {
+			cfg.EventDriven = &engine.Options{PeerWake: &engine.PeerWakeOptions{}}
+		}
 		return cfg, nil
 	}
 	return cfg, fmt.Errorf("bench: unknown mode %q", m)

@@ -194,8 +194,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		s.PartitionCount, r.GoVersion, r.Platform, r.NumCPU, r.ElapsedS)
 	fmt.Fprintf(&b, "latency: up to %d samples per row (or %s) after %d warm-up, one item in flight, pause before each enqueue %s, timer delay %s;\n",
 		s.Samples, s.MaxDuration, s.Warmup, s.Interval, s.TimerDelay)
-	fmt.Fprintf(&b, "polling sleeps %s after an empty fetch, event-driven fetch long-polls %s; nearest-rank percentiles (p99 = max below 100 samples)\n",
-		s.PollInterval, s.PollTimeout)
+	wake := "off"
+	if s.PeerWake {
+		wake = "on"
+	}
+	fmt.Fprintf(&b, "polling sleeps %s after an empty fetch, event-driven fetch long-polls %s (peer wake channel %s); nearest-rank percentiles (p99 = max below 100 samples)\n",
+		s.PollInterval, s.PollTimeout, wake)
 	for _, e := range r.Environments {
 		fmt.Fprintf(&b, "round trip (point-read median) with %v ms injected: %.2f ms isolated (the p99 target's unit), %.2f ms back to back; bare wakes' p99 %.2f ms\n",
 			e.InjectedLatencyMS, e.RoundTripMS, e.BackToBackRoundTripMS, e.BareWakeP99MS)

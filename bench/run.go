@@ -70,6 +70,10 @@ type Config struct {
 	SweepDispatchers       int
 	SweepTail, SweepSettle time.Duration
 
+	// PeerWake turns the peer wake channel on in event-driven mode
+	// (EnvOptions.PeerWake).
+	PeerWake bool
+
 	// PartitionCount is the number of physical partitions (default 4).
 	PartitionCount int
 	// Parallel bounds how many event-driven latency scenarios run at once
@@ -202,6 +206,7 @@ type Settings struct {
 	Parallel        int    `json:"parallel"`
 	Seed            uint64 `json:"seed"`
 	ActiveFeedDelay string `json:"active_feed_delay"`
+	PeerWake        bool   `json:"peer_wake"`
 	ChargeModel     string `json:"charge_model"`
 }
 
@@ -243,7 +248,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			PollInterval: cfg.Fetch.PollInterval.String(), PollTimeout: cfg.Fetch.PollTimeout.String(),
 			IdleWarmup: cfg.IdleWarmup.String(), IdleWindow: cfg.IdleWindow.String(), IdleSlices: cfg.IdleSlices,
 			PartitionCount: cfg.PartitionCount, Parallel: cfg.Parallel, Seed: cfg.Seed,
-			ActiveFeedDelay: activeFeedDelay().String(), ChargeModel: "knobs.DefaultChargeModel (simulated RU)",
+			ActiveFeedDelay: activeFeedDelay().String(), ChargeModel: "knobs.DefaultChargeModel (simulated RU)", PeerWake: cfg.PeerWake,
 		}}
 
 	var envs []*Env
@@ -253,7 +258,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}()
 	for _, lat := range cfg.Latencies {
-		e, err := StartEnv(ctx, EnvOptions{PartitionCount: cfg.PartitionCount, Latency: lat})
+		e, err := StartEnv(ctx, EnvOptions{PartitionCount: cfg.PartitionCount, Latency: lat, PeerWake: cfg.PeerWake})
 		if err != nil {
 			return rep, err
 		}

@@ -150,3 +150,22 @@ func TestJudgeSweep(t *testing.T) {
 		})
 	}
 }
+
+// TestTinySweepPeerWake runs one small load with the peer wake channel on
+// in event-driven mode: every item is fetched once, and the report says
+// the channel was on.
+func TestTinySweepPeerWake(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cfg := tinyConfig()
+	cfg.Cases, cfg.Replicas, cfg.PeerWake = []Case{}, []int{}, true
+	cfg.Modes = []Mode{ModeEventDriven}
+	cfg.Sweep = []SweepLoad{{Name: "20ms", MeanGap: 20 * time.Millisecond, Items: 25}}
+	cfg.SweepTail, cfg.SweepSettle = 300*time.Millisecond, 200*time.Millisecond
+	rep, err := Run(ctx, cfg)
+	require.NoError(t, err)
+	require.True(t, rep.Settings.PeerWake)
+	require.Len(t, rep.Sweep, 1)
+	require.Equal(t, 25, rep.Sweep[0].N)
+	require.Zero(t, rep.Sweep[0].Lost)
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/durafeed/durafeed/internal/clock"
 	"github.com/durafeed/durafeed/leasestore"
 	"github.com/durafeed/durafeed/outbox"
+	"github.com/durafeed/durafeed/peerwake"
 	"github.com/durafeed/durafeed/slots"
 	"github.com/durafeed/durafeed/store"
 	"github.com/durafeed/durafeed/wakeup"
@@ -82,6 +83,8 @@ type Engine struct {
 	// intent (HoldIntents: drills of a crash between a commit and its
 	// delivery).
 	holdIntents atomic.Bool
+	// wake is the peer wake channel (nil when Options.PeerWake is nil).
+	wake *wakeState
 }
 
 // session is one period of this replica's participation in dispatch.
@@ -115,6 +118,10 @@ type session struct {
 
 	// dead are lock holders (leasestore Holder names) this replica's
 	// take-overs declared dead, whose locks releaseLoop frees.
+	// recv is the session's peer wake receiver (nil when the channel is
+	// off), its endpoint published in the heartbeat.
+	recv *peerwake.Receiver
+
 	deadMu   sync.Mutex
 	dead     []string
 	deadKick chan struct{}
@@ -216,6 +223,11 @@ func New(s *store.Store, o Options) (*Engine, error) {
 	}
 	e.work, _ = wakeup.New(wakeup.Options{MaxPendingPerSlot: workSlotBound, Clock: o.Clock})
 	e.maint, _ = wakeup.New(wakeup.Options{Clock: o.Clock})
+	if o.PeerWake != nil {
+		if err := e.startPeerWake(); err != nil {
+			return nil, err
+		}
+	}
 	return e, nil
 }
 
@@ -299,10 +311,19 @@ func (e *Engine) startSession() (*session, error) {
 		OnDocument:        e.onLeaseDocument,
 		OnExpired:         s.declaredDead,
 	}
-	st, err := leasestore.New(e.s.Container(), so)
+	recv, addr, key, err := e.receiverFor()
 	if err != nil {
 		return nil, err
 	}
+	so.WakeAddr, so.WakeKey = addr, key
+	st, err := leasestore.New(e.s.Container(), so)
+	if err != nil {
+		if recv != nil {
+			_ = recv.Close()
+		}
+		return nil, err
+	}
+	s.recv = recv
 	proc, err := changefeed.New(e.s.Container(), st, e.handle, changefeed.Options{
 		ActiveDelay:        e.opts.Feed.ActiveDelay,
 		IdleCeiling:        e.opts.Feed.IdleCeiling,
@@ -431,6 +452,9 @@ func (e *Engine) leave(s *session, graceful bool) {
 	}
 	s.cancel()
 	s.wg.Wait()
+	if s.recv != nil {
+		_ = s.recv.Close()
+	}
 	all := wakeup.All(slots.Count)
 	e.orch.Drop(all)
 	e.work.Drop(all)
@@ -482,6 +506,7 @@ func (e *Engine) Close(graceful bool) {
 		e.leave(s, graceful)
 	}
 	e.wg.Wait()
+	e.stopPeerWake()
 	e.closeHubs()
 }
 
@@ -609,6 +634,9 @@ func (e *Engine) signalQueue(q store.QueueHead, force bool) {
 // this process made visible (owned slots only) and voids the expiry
 // wakeups of the locks it released. It does no I/O.
 func (e *Engine) Wrote(w store.Write) {
+	for _, q := range w.Visible {
+		e.wakePeer(q)
+	}
 	if !e.isJoined() {
 		return
 	}
@@ -656,10 +684,11 @@ func (e *Engine) Committed(ctx context.Context, c store.Commit) {
 // delivered signals a target document an outbox delivery left in place
 // (the outbox's delivered hook).
 func (e *Engine) delivered(target json.RawMessage) {
-	if !e.isJoined() {
+	if !e.isJoined() && e.wake == nil {
 		return
 	}
 	if f, err := e.s.DecodeFeedDoc(target, e.now()); err == nil && (f.Kind == store.FeedOrchestrator || f.Kind == store.FeedWorker) {
+		e.wakePeer(f.QueueHead)
 		e.signalQueue(f.QueueHead, false)
 	}
 }

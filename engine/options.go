@@ -36,6 +36,10 @@ type Options struct {
 	// dispatchers were stopped) and rejoins at the next fetch (default
 	// 5 s).
 	IdleLeave time.Duration
+	// PeerWake, when set, turns the peer wake channel on (see
+	// PeerWakeOptions); nil leaves it off, and other processes' writes are
+	// seen at the next change-feed read.
+	PeerWake *PeerWakeOptions
 	// DisableHeads makes every feed-woken fetch read its turn with the
 	// query before the lock batch instead of locking the messages the
 	// feed delivered (heads) at once: a diagnostic switch, slower by one
@@ -148,6 +152,11 @@ func (o Options) withDefaults() (Options, error) {
 	f.IdleCeiling = max(f.IdleCeiling, f.ActiveDelay)
 	if f.WarmHold == 0 {
 		f.WarmHold = DefaultFeedWarmHold
+		if o.PeerWake != nil {
+			// Other processes' writes wake this replica directly: the
+			// feed is the backstop, not the way work arrives.
+			f.WarmHold = -1
+		}
 	}
 	if f.CheckpointInterval <= 0 {
 		f.CheckpointInterval = DefaultCheckpointInterval
@@ -168,5 +177,10 @@ func (o Options) withDefaults() (Options, error) {
 		o.Logger = zap.NewNop()
 	}
 	o.Leases, o.Feed = &l, &f
+	if o.PeerWake != nil {
+		pw := *o.PeerWake
+		pw.withDefaults()
+		o.PeerWake = &pw
+	}
 	return o, nil
 }

@@ -77,6 +77,10 @@ type ownerDoc struct {
 	ExpiredBy string `json:"expiredBy,omitempty"`
 	// WrittenAt is the writer's wall clock (RFC 3339), informational only.
 	WrittenAt string `json:"writtenAt,omitempty"`
+	// WakeAddr and WakeKey are the replica's peer wake endpoint
+	// (Options.WakeAddr, WakeKey), absent when it has none.
+	WakeAddr string `json:"wakeAddr,omitempty"`
+	WakeKey  string `json:"wakeKey,omitempty"`
 }
 
 // stored is a document as read back: its body plus system properties.

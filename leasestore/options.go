@@ -127,6 +127,14 @@ type Options struct {
 	// return quickly and must not block on the Store.
 	OnDocument func(raw []byte)
 
+	// WakeAddr and WakeKey, when set, are published in every write of this
+	// replica's heartbeat document: the address its peer wake receiver
+	// listens on and the key senders authenticate with (package peerwake;
+	// the key is readable by whoever may read the container, which the
+	// wake channel's threat model allows). Other replicas find them with
+	// Store.WakeEndpoint, clients with ReadView.
+	WakeAddr, WakeKey string
+
 	// WallClock is the wall-clock source used only for informational
 	// timestamps written into documents (checkpointAt, acquiredAt,
 	// writtenAt). Liveness never reads it: expiry is measured on the

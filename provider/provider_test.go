@@ -90,6 +90,8 @@ type testCfg struct {
 	joinEagerly bool
 	noHeads     bool
 	idleLeave   time.Duration
+	feedHold    time.Duration
+	peerWake    *engine.PeerWakeOptions
 }
 
 // config is the Config of c.
@@ -105,10 +107,11 @@ func (c testCfg) config() Config {
 			ReplicaID: c.ReplicaID,
 			Leases: &engine.LeaseOptions{Blocks: c.LeaseBlocks, Expiry: c.LeaseExpiry, HeartbeatInterval: c.HeartbeatInterval,
 				WatchActiveDelay: c.WatchActiveDelay, WatchIdleCeiling: c.WatchIdleCeiling, PartitionKeyValue: c.leasePartition},
-			Feed:                &engine.FeedOptions{ActiveDelay: c.FeedActiveDelay, IdleCeiling: c.FeedIdleCeiling},
+			Feed:                &engine.FeedOptions{ActiveDelay: c.FeedActiveDelay, IdleCeiling: c.FeedIdleCeiling, WarmHold: c.feedHold},
 			SafetySweepInterval: c.SafetySweepInterval,
 			IdleLeave:           c.idleLeave,
 			DisableHeads:        c.noHeads,
+			PeerWake:            c.peerWake,
 		},
 		Logger: c.Logger,
 	}

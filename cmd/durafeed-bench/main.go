@@ -59,6 +59,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o          = options{cfg: d}
 	)
 	fs.IntVar(&o.cfg.SweepDispatchers, "sweep-dispatchers", 4, "sweep: orchestration fetch loops of the replica")
+	fs.BoolVar(&o.cfg.PeerWake, "peer-wake", false, "event-driven mode: turn the peer wake channel on (replicas and clients)")
 	fs.StringVar(&o.png, "png", "durafeed-bench.png", "sweep picture path (written when the sweep ran; empty: none)")
 	fs.IntVar(&o.cfg.Samples, "samples", d.Samples, "samples per latency scenario")
 	fs.IntVar(&o.cfg.Warmup, "warmup", d.Warmup, "warm-up samples discarded per latency scenario")

@@ -1,0 +1,316 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/durafeed/durafeed/leasestore"
+	"github.com/durafeed/durafeed/peerwake"
+	"github.com/durafeed/durafeed/store"
+)
+
+// PeerWakeOptions turn on the peer wake channel (package peerwake): a
+// replica listens for wakes and publishes its endpoint and key in its
+// heartbeat document; every engine (a client's too) sends the owner of a
+// slot a wake right after a write of this process made work visible
+// there, so the owner signals its hub at once instead of at its next
+// change-feed read. The feed stays the source of truth: a wake lost,
+// refused or sent to a former owner costs latency only.
+type PeerWakeOptions struct {
+	// Listen is the receiver's listen address (default "127.0.0.1:0",
+	// this machine only; a deployment listens on the environment's
+	// network, e.g. ":7070").
+	Listen string
+	// Advertise is the host:port other processes dial, published in the
+	// heartbeat (default the listener's address, right only when that is
+	// reachable as is, as on one machine).
+	Advertise string
+	// ViewRefresh bounds the age of the lease view of an engine that owns
+	// no leases (a client), read from the lease partition on demand: at
+	// most one read per ViewRefresh, and only while it sends (default
+	// 5 s). An owner change meanwhile sends a few wakes to the former
+	// owner, which ignores them.
+	ViewRefresh time.Duration
+}
+
+// DefaultPeerWakeViewRefresh is PeerWakeOptions.ViewRefresh's default.
+const DefaultPeerWakeViewRefresh = 5 * time.Second
+
+func (o *PeerWakeOptions) withDefaults() {
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:0"
+	}
+	if o.ViewRefresh <= 0 {
+		o.ViewRefresh = DefaultPeerWakeViewRefresh
+	}
+}
+
+// wakeState is the engine's side of the channel: the sender, and the
+// lease view of an engine without a session.
+type wakeState struct {
+	opts   PeerWakeOptions
+	sender *peerwake.Sender
+
+	mu      sync.Mutex
+	view    leasestore.View
+	readAt  time.Time
+	kick    chan struct{}
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	sent    atomic.Int64
+	dropped atomic.Int64
+	noPeer  atomic.Int64
+	got     atomic.Int64
+	ignored atomic.Int64
+	reads   atomic.Int64
+}
+
+// startPeerWake creates the sender and the view loop (stopped by Close).
+func (e *Engine) startPeerWake() error {
+	o := *e.opts.PeerWake
+	o.withDefaults()
+	snd, err := peerwake.NewSender(peerwake.SenderOptions{Logger: e.log})
+	if err != nil {
+		return err
+	}
+	w := &wakeState{opts: o, sender: snd, kick: make(chan struct{}, 1)}
+	// A first read now, so that the first writes after start find their
+	// owners (a client's view is otherwise read on demand).
+	w.kick <- struct{}{}
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	w.wg.Go(func() { e.viewLoop(ctx, w) })
+	e.wake = w
+	return nil
+}
+
+// stopPeerWake stops what startPeerWake started.
+func (e *Engine) stopPeerWake() {
+	if e.wake == nil {
+		return
+	}
+	e.wake.cancel()
+	e.wake.wg.Wait()
+	_ = e.wake.sender.Close()
+}
+
+// viewLoop reads the lease view when kicked, at most once per
+// ViewRefresh.
+func (e *Engine) viewLoop(ctx context.Context, w *wakeState) {
+	started := e.clk.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.kick:
+		}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		v, err := leasestore.ReadView(rctx, e.s.Container(), e.leasePartition(), e.opts.Leases.Blocks)
+		cancel()
+		w.mu.Lock()
+		w.readAt = e.clk.Now()
+		if err == nil {
+			w.view = v
+			w.reads.Add(1)
+		}
+		w.mu.Unlock()
+		if err != nil && ctx.Err() == nil {
+			e.log.Info("peer wake: reading the lease view failed", zap.Error(err))
+		}
+		if !e.sleep(ctx, viewRetry) {
+			return
+		}
+		// In the first minute, a view without a single endpoint is read
+		// again (replicas starting beside this process publish theirs
+		// shortly), so the first writes find their owners.
+		if (err != nil || !hasEndpoint(v)) && e.clk.Now().Sub(started) < viewWarmup {
+			select {
+			case w.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// receiverFor creates a session's wake receiver and returns it with the
+// endpoint and key to publish (nil when the channel is off).
+func (e *Engine) receiverFor() (*peerwake.Receiver, string, string, error) {
+	if e.wake == nil {
+		return nil, "", "", nil
+	}
+	secret, err := peerwake.NewSecret()
+	if err != nil {
+		return nil, "", "", err
+	}
+	r, err := peerwake.NewReceiver(peerwake.ReceiverOptions{Listen: e.wake.opts.Listen, Secret: secret, OnWake: e.onPeerWake, Logger: e.log})
+	if err != nil {
+		return nil, "", "", err
+	}
+	addr := e.wake.opts.Advertise
+	if addr == "" {
+		addr = r.Addr().String()
+	}
+	return r, addr, secret.Encode(), nil
+}
+
+// onPeerWake signals a received wake on the local hub, for an owned slot
+// only (the sender's view of ownership may be stale).
+func (e *Engine) onPeerWake(w peerwake.Wake) {
+	if !e.isOwned(w.Slot) {
+		e.wake.ignored.Add(1)
+		return
+	}
+	switch w.Hub {
+	case peerwake.HubOrchestrator:
+		if !strings.HasPrefix(w.Key, "w") {
+			e.wake.ignored.Add(1)
+			return
+		}
+		e.orch.Signal(w.Slot, w.Key, w.VisibleAt)
+	case peerwake.HubWorker:
+		if _, _, ok := splitWorkKey(w.Key); !ok {
+			e.wake.ignored.Add(1)
+			return
+		}
+		e.work.Signal(w.Slot, w.Key, w.VisibleAt)
+	default:
+		e.wake.ignored.Add(1)
+		return
+	}
+	e.wake.got.Add(1)
+}
+
+// wakePeer sends the owner of q's slot a wake for it, unless the channel
+// is off, the slot is owned here (signalled locally) or its owner is not
+// known to publish an endpoint. It never blocks.
+func (e *Engine) wakePeer(q store.QueueHead) {
+	w := e.wake
+	if w == nil || e.isOwned(q.DispatchSlot) {
+		return
+	}
+	ep, ok := e.endpointOf(q.DispatchSlot)
+	if !ok {
+		w.noPeer.Add(1)
+		return
+	}
+	secret, err := peerwake.ParseSecret(ep.Key)
+	if err != nil {
+		w.noPeer.Add(1)
+		return
+	}
+	wk := peerwake.Wake{Slot: q.DispatchSlot}
+	if q.IsOrchestrator() {
+		if q.LockedUntil > e.now() {
+			return // taken already; its release signals
+		}
+		wk.Hub, wk.Key, wk.VisibleAt = peerwake.HubOrchestrator, orchKey(q.InstanceID), msTime(q.VisibleAt)
+	} else {
+		wk.Hub, wk.Key, wk.VisibleAt = peerwake.HubWorker, workKey(q.InstanceID, q.ID), msTime(max(q.VisibleAt, q.LockedUntil))
+	}
+	if err := w.sender.Send(peerwake.Peer{Addr: ep.Addr, Secret: secret}, wk); err != nil {
+		w.dropped.Add(1)
+		return
+	}
+	w.sent.Add(1)
+}
+
+// endpointOf returns the wake endpoint of the owner of slot: from the
+// session's lease store when this replica takes part in dispatch, else
+// from the lease view (read in the background when missing or older
+// than ViewRefresh).
+func (e *Engine) endpointOf(slot int) (leasestore.WakeEndpoint, bool) {
+	idx := slot / e.per
+	if s := e.sess.Load(); s != nil {
+		for _, l := range s.store.Leases() {
+			if l.Index == idx {
+				if l.Owner == "" {
+					return leasestore.WakeEndpoint{}, false
+				}
+				return s.store.WakeEndpoint(l.Owner)
+			}
+		}
+		return leasestore.WakeEndpoint{}, false
+	}
+	w := e.wake
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ep leasestore.WakeEndpoint
+	ok := idx < len(w.view.Owners) && w.view.Owners[idx] != ""
+	if ok {
+		ep, ok = w.view.Wake[w.view.Owners[idx]]
+	}
+	// Read again when the view is old, or sooner (viewRetry) when it knows
+	// no endpoint for this slot: its owner may have joined since.
+	age := e.clk.Now().Sub(w.readAt)
+	if w.readAt.IsZero() || age >= w.opts.ViewRefresh || (!ok && age >= viewRetry) {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+	return ep, ok
+}
+
+// viewWarmup is how long after start a view without any endpoint is read
+// again on its own (every viewRetry).
+const viewWarmup = time.Minute
+
+// hasEndpoint reports whether v names the endpoint of a lease's owner.
+func hasEndpoint(v leasestore.View) bool {
+	for _, o := range v.Owners {
+		if _, ok := v.Wake[o]; ok && o != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// viewRetry is the least age of a lease view that is read again because
+// a write found no endpoint for its slot's owner: at most two reads a
+// second, and only while such writes happen.
+const viewRetry = 500 * time.Millisecond
+
+// PeerWakeStats counts the peer wake channel's traffic (zero when off).
+type PeerWakeStats struct {
+	// Sent wakes were queued for their owner; Dropped ones were not
+	// (queue full, closed); NoPeer writes had no known owner endpoint.
+	Sent, Dropped, NoPeer int64
+	// Received wakes were signalled; Ignored ones were for slots not owned
+	// here or malformed keys.
+	Received, Ignored int64
+	// ViewReads counts the lease view's reads (an engine without a
+	// session); ViewOwners is how many leases its latest read found owned
+	// by a replica publishing an endpoint.
+	ViewReads  int64
+	ViewOwners int
+	// Sender and Receiver are the channel's own counters (the receiver of
+	// the current session, if any).
+	Sender   peerwake.SenderStats
+	Receiver peerwake.ReceiverStats
+}
+
+// PeerWakeStats returns the channel's counters.
+func (e *Engine) PeerWakeStats() PeerWakeStats {
+	w := e.wake
+	if w == nil {
+		return PeerWakeStats{}
+	}
+	st := PeerWakeStats{Sent: w.sent.Load(), Dropped: w.dropped.Load(), NoPeer: w.noPeer.Load(),
+		Received: w.got.Load(), Ignored: w.ignored.Load(), Sender: w.sender.Stats(), ViewReads: w.reads.Load()}
+	w.mu.Lock()
+	for _, o := range w.view.Owners {
+		if _, ok := w.view.Wake[o]; ok && o != "" {
+			st.ViewOwners++
+		}
+	}
+	w.mu.Unlock()
+	if s := e.sess.Load(); s != nil && s.recv != nil {
+		st.Receiver = s.recv.Stats()
+	}
+	return st
+}

@@ -1,0 +1,135 @@
+package provider
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/engine"
+	"github.com/durafeed/durafeed/leasestore"
+	"github.com/durafeed/durafeed/peerwake"
+	"github.com/durafeed/durafeed/slots"
+)
+
+// peerWakePair opens, on a fresh container, an owner replica (joined, every
+// slot its own) and a client provider, both with the peer wake channel
+// configured by ownerWake and clientWake; with pauseFeed the owner's
+// change-feed readers read once when they start and then not for an hour,
+// so only a wake can bring another process's write to it. It returns once
+// the client's lease view names the owner for every lease.
+func peerWakePair(t *testing.T, name string, ownerWake, clientWake *engine.PeerWakeOptions, pauseFeed bool) (owner, client *Provider) {
+	t.Helper()
+	cfg := replicaConfig(freshContainer(name))
+	cfg.joinEagerly = true
+	cfg.ReplicaID = "owner"
+	cfg.peerWake = ownerWake
+	if pauseFeed {
+		cfg.FeedActiveDelay, cfg.FeedIdleCeiling, cfg.feedHold = time.Hour, time.Hour, -1
+	}
+	owner = openProvider(t, cfg)
+	require.Eventually(t, func() bool { return ownedCount(owner) == slots.Count }, hang, 10*time.Millisecond, "the owner holds every slot")
+
+	ccfg := cfg
+	ccfg.joinEagerly, ccfg.ReplicaID, ccfg.peerWake = false, "client", clientWake
+	client = openProvider(t, ccfg)
+	leases := len(owner.ev.Ownership())
+	if ownerWake != nil && clientWake != nil {
+		// The client's first view (read at start) may predate the owner's
+		// heartbeat with its endpoint: a write then kicks another read.
+		require.Eventually(t, func() bool {
+			if client.ev.PeerWakeStats().ViewOwners == leases {
+				return true
+			}
+			_ = client.EnqueueForOrchestrator(context.Background(), durable.StartOrchestration{Instance: "primer", Orchestration: "O", Input: "{}", ExecutionID: 1}, 0)
+			return false
+		}, hang, 50*time.Millisecond, "the client's lease view knows the owner's endpoint")
+	}
+	return owner, client
+}
+
+// fetchInstance long-polls owner until it returns instance's item (other
+// instances' items are abandoned for good), failing after hang.
+func fetchInstance(t *testing.T, owner *Provider, instance string) *durable.OrchestrationItem {
+	t.Helper()
+	deadline := time.Now().Add(hang)
+	for time.Now().Before(deadline) {
+		item, err := owner.FetchOrchestrationItem(context.Background(), lockLong, time.Second, nil)
+		require.NoError(t, err)
+		if item == nil {
+			continue
+		}
+		if item.Instance == instance {
+			return item
+		}
+		require.NoError(t, owner.AbandonOrchestrationItem(context.Background(), item.LockToken, time.Hour, true))
+	}
+	t.Fatalf("%s was not fetched within %v", instance, hang)
+	return nil
+}
+
+// TestPeerWakeBringsAnotherProcessWrite: with the owner's change feed
+// paused, a start enqueued by a client in another provider reaches the
+// owner's long-polling fetch through the peer wake alone.
+func TestPeerWakeBringsAnotherProcessWrite(t *testing.T) {
+	t.Parallel()
+	owner, client := peerWakePair(t, "peerwake-deliver", &engine.PeerWakeOptions{}, &engine.PeerWakeOptions{}, true)
+	before := owner.ev.PeerWakeStats().Received
+	require.NoError(t, client.EnqueueForOrchestrator(context.Background(),
+		durable.StartOrchestration{Instance: "woken", Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
+	item := fetchInstance(t, owner, "woken")
+	require.Len(t, item.Messages, 1)
+	require.Greater(t, owner.ev.PeerWakeStats().Received, before, "the owner was woken by the channel")
+	require.Positive(t, client.ev.PeerWakeStats().Sent)
+}
+
+// TestPeerWakeLostIsCoveredByTheFeed: the owner advertises an endpoint no
+// one listens on, so every wake the client sends is dropped; the write
+// still reaches the owner through its change feed.
+func TestPeerWakeLostIsCoveredByTheFeed(t *testing.T) {
+	t.Parallel()
+	owner, client := peerWakePair(t, "peerwake-lost", &engine.PeerWakeOptions{Advertise: "127.0.0.1:1"}, &engine.PeerWakeOptions{}, false)
+	require.NoError(t, client.EnqueueForOrchestrator(context.Background(),
+		durable.StartOrchestration{Instance: "via-feed", Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
+	item := fetchInstance(t, owner, "via-feed")
+	require.Len(t, item.Messages, 1)
+	require.Zero(t, owner.ev.PeerWakeStats().Received, "no wake arrived")
+	require.Eventually(t, func() bool {
+		st := client.ev.PeerWakeStats()
+		return st.Sent > 0 && st.Sender.Dropped > 0
+	}, hang, 10*time.Millisecond, "the client sent wakes, which were dropped")
+}
+
+// TestPeerWakeForgedIsRefused: wakes signed with a key other than the
+// owner's published one are refused by its receiver and signal nothing:
+// a forger causes no read.
+func TestPeerWakeForgedIsRefused(t *testing.T) {
+	t.Parallel()
+	owner, _ := peerWakePair(t, "peerwake-forged", &engine.PeerWakeOptions{}, nil, true)
+	view, err := leasestore.ReadView(context.Background(), owner.s.Container(), leasestore.DefaultPartitionKeyValue, len(owner.ev.Ownership()))
+	require.NoError(t, err)
+	ep, ok := view.Wake["owner"]
+	require.True(t, ok, "the owner publishes its endpoint")
+
+	forged, err := peerwake.NewSecret()
+	require.NoError(t, err)
+	snd, err := peerwake.NewSender(peerwake.SenderOptions{})
+	require.NoError(t, err)
+	defer func() { _ = snd.Close() }()
+	for i := range 20 {
+		require.NoError(t, snd.Send(peerwake.Peer{Addr: ep.Addr, Secret: forged},
+			peerwake.Wake{Hub: peerwake.HubOrchestrator, Slot: i, Key: "wforged", VisibleAt: time.Now()}))
+	}
+	require.Eventually(t, func() bool {
+		st := owner.ev.PeerWakeStats().Receiver
+		return st.UnknownKey+st.BadMAC > 0
+	}, hang, 10*time.Millisecond, "the receiver saw the forged wakes")
+	st := owner.ev.PeerWakeStats()
+	require.Zero(t, st.Received, "no forged wake was signalled")
+	require.Zero(t, st.Receiver.Accepted)
+	item, err := owner.FetchOrchestrationItem(context.Background(), lockLong, 0, nil)
+	require.NoError(t, err)
+	require.Nil(t, item)
+}
