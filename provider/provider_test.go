@@ -134,6 +134,10 @@ func eventConfig(container string) testCfg {
 	c.WatchActiveDelay, c.WatchIdleCeiling = 10*time.Millisecond, 100*time.Millisecond
 	c.FeedActiveDelay, c.FeedIdleCeiling = 10*time.Millisecond, 250*time.Millisecond
 	c.SafetySweepInterval = 5 * time.Second
+	if os.Getenv("DURAFEED_TEST_PEER_WAKE") != "" {
+		// Every event-driven test with the peer wake channel on.
+		c.peerWake = &engine.PeerWakeOptions{}
+	}
 	return c
 }
 
