@@ -79,6 +79,13 @@ func (r *Report) WriteSweepPNG(w io.Writer) error {
 				return err
 			}
 		}
+		// Room above the highest line for the legend (a log axis: a
+		// factor of ten is a band as high as a decade).
+		lp.Y.Max *= 10
+		for _, p := range []*plot.Plot{lp, cp} {
+			widen(&p.X)
+			widen(&p.Y)
+		}
 		rows[0][j], rows[1][j] = lp, cp
 	}
 	width, height := vg.Length(len(lats))*12*vg.Centimeter, 20*vg.Centimeter
@@ -94,6 +101,16 @@ func (r *Report) WriteSweepPNG(w io.Writer) error {
 	}
 	_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
 	return err
+}
+
+// widen gives a log axis a range it can draw: a single value (one load,
+// or equal figures) becomes the octave around it, and nothing reaches 0.
+func widen(a *plot.Axis) {
+	a.Min = positive(a.Min)
+	a.Max = positive(a.Max)
+	if a.Min >= a.Max {
+		a.Min, a.Max = a.Min/2, a.Max*2
+	}
 }
 
 // addLine adds one series with points to p.

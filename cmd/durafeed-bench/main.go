@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -37,10 +38,11 @@ func main() {
 
 // options are the parsed command line.
 type options struct {
-	cfg   bench.Config
-	out   string
-	png   string
-	quiet bool
+	cfg    bench.Config
+	out    string
+	png    string
+	replot string
+	quiet  bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -61,6 +63,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.cfg.SweepDispatchers, "sweep-dispatchers", 4, "sweep: orchestration fetch loops of the replica")
 	fs.BoolVar(&o.cfg.PeerWake, "peer-wake", false, "event-driven mode: turn the peer wake channel on (replicas and clients)")
 	fs.StringVar(&o.png, "png", "durafeed-bench.png", "sweep picture path (written when the sweep ran; empty: none)")
+	fs.StringVar(&o.replot, "replot", "", "draw the sweep picture (-png) of this JSON report and exit, running nothing")
 	fs.IntVar(&o.cfg.Samples, "samples", d.Samples, "samples per latency scenario")
 	fs.IntVar(&o.cfg.Warmup, "warmup", d.Warmup, "warm-up samples discarded per latency scenario")
 	fs.DurationVar(&o.cfg.MaxDuration, "duration", d.MaxDuration, "latency scenario time limit: no sample starts after it (negative: none)")
@@ -123,6 +126,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.replot != "" {
+		b, err := os.ReadFile(o.replot)
+		if err != nil {
+			return err
+		}
+		var rep bench.Report
+		if err := json.Unmarshal(b, &rep); err != nil {
+			return fmt.Errorf("%s: %w", o.replot, err)
+		}
+		return writePNG(o.png, &rep)
 	}
 	if !o.quiet {
 		o.cfg.Progress = func(line string) { fmt.Fprintln(stderr, line) }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"image/png"
 	"io"
 	"os"
 	"path/filepath"
@@ -83,4 +84,28 @@ func TestRunWritesTableAndJSON(t *testing.T) {
 	require.Equal(t, 2, rep.Latency[0].N)
 	require.Len(t, rep.Idle, 1)
 	require.Greater(t, rep.Idle[0].RequestsPerMin, 0.0)
+}
+
+// TestReplotDrawsAReport: -replot draws the sweep picture of a saved
+// report without running anything; a report without a sweep is an error.
+func TestReplotDrawsAReport(t *testing.T) {
+	dir := t.TempDir()
+	rep := bench.Report{Sweep: []bench.SweepResult{
+		{Mode: bench.ModeEventDriven, Load: "1s", MeanGapMS: 1000, Summary: bench.Summary{N: 3, P50MS: 2, P99MS: 5}, RUPerMin: 100},
+		{Mode: bench.ModePolling, Load: "1s", MeanGapMS: 1000, Summary: bench.Summary{N: 3, P50MS: 500, P99MS: 990}, RUPerMin: 300},
+	}}
+	b, err := json.Marshal(rep)
+	require.NoError(t, err)
+	in, out := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.png")
+	require.NoError(t, os.WriteFile(in, b, 0o600))
+	require.NoError(t, run([]string{"-replot", in, "-png", out}, io.Discard, io.Discard))
+	f, err := os.Open(out)
+	require.NoError(t, err)
+	defer func() { _ = f.Close() }()
+	_, err = png.Decode(f)
+	require.NoError(t, err)
+
+	empty := filepath.Join(dir, "empty.json")
+	require.NoError(t, os.WriteFile(empty, []byte("{}"), 0o600))
+	require.Error(t, run([]string{"-replot", empty, "-png", filepath.Join(dir, "e.png")}, io.Discard, io.Discard))
 }
