@@ -46,11 +46,9 @@ func TestTinySweep(t *testing.T) {
 		require.Zero(t, r.Lost, name)
 		require.Zero(t, r.FetchErrors+r.AckErrors, name)
 		require.LessOrEqual(t, r.P50MS, r.P99MS, name)
-		// A broken harness, not a slow machine, misses these: an item is
-		// fetched after it was sent (less a round trip) and within the
-		// sample timeout.
+		// A broken harness, not a slow machine, misses this: an item is
+		// fetched after it was sent, less a round trip.
 		require.Greater(t, r.MinMS, -50.0, name)
-		require.Less(t, r.MaxMS, ms(cfg.SampleTimeout), name)
 		require.Positive(t, r.RequestsPerMin, name)
 		require.Positive(t, r.RUPerMin, name)
 		require.Positive(t, r.RUPerWake, name)

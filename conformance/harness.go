@@ -181,8 +181,7 @@ func (h *H) NoOrch(p durable.Provider) {
 // asserted: the check is skipped, and says so in the test log.
 func (h *H) NoOrchUntil(p durable.Provider, until time.Time) {
 	h.T.Helper()
-	if !time.Now().Before(until) {
-		h.T.Logf("absence check skipped: the work it covers may be visible again (%v late)", time.Since(until))
+	if h.tooLate(until) {
 		return
 	}
 	item, err := watchAbsence(h, absenceEnd(until), func(poll time.Duration) (*durable.OrchestrationItem, error) {
@@ -205,8 +204,7 @@ func (h *H) NoWork(p durable.Provider) {
 // (skipped when until has passed).
 func (h *H) NoWorkUntil(p durable.Provider, until time.Time) {
 	h.T.Helper()
-	if !time.Now().Before(until) {
-		h.T.Logf("absence check skipped: the work it covers may be visible again (%v late)", time.Since(until))
+	if h.tooLate(until) {
 		return
 	}
 	item, err := watchAbsence(h, absenceEnd(until), func(poll time.Duration) (*durable.LockedWorkItem, error) {
@@ -216,6 +214,17 @@ func (h *H) NoWorkUntil(p durable.Provider, until time.Time) {
 	if item != nil {
 		h.T.Fatalf("expected no work item, got %s", describeWork(item))
 	}
+}
+
+// tooLate reports (and logs) an absence check whose withheld time has
+// passed: the work it covers may be visible again, so it asserts nothing.
+func (h *H) tooLate(until time.Time) bool {
+	h.T.Helper()
+	if time.Now().Before(until) {
+		return false
+	}
+	h.T.Logf("absence check skipped: the work it covers may be visible again (%v late)", time.Since(until))
+	return true
 }
 
 // NoOrchOrWork asserts NoOrch and NoWork together: both queues are watched

@@ -116,12 +116,12 @@ type session struct {
 	shared     chan struct{}
 	sharedOnce sync.Once
 
-	// dead are lock holders (leasestore Holder names) this replica's
-	// take-overs declared dead, whose locks releaseLoop frees.
 	// recv is the session's peer wake receiver (nil when the channel is
 	// off), its endpoint published in the heartbeat.
 	recv *peerwake.Receiver
 
+	// dead are lock holders (leasestore Holder names) this replica's
+	// take-overs declared dead, whose locks releaseLoop frees.
 	deadMu   sync.Mutex
 	dead     []string
 	deadKick chan struct{}

@@ -226,15 +226,11 @@ func (e *Engine) wakePeer(q store.QueueHead) {
 func (e *Engine) endpointOf(slot int) (leasestore.WakeEndpoint, bool) {
 	idx := slot / e.per
 	if s := e.sess.Load(); s != nil {
-		for _, l := range s.store.Leases() {
-			if l.Index == idx {
-				if l.Owner == "" {
-					return leasestore.WakeEndpoint{}, false
-				}
-				return s.store.WakeEndpoint(l.Owner)
-			}
+		owner := s.store.OwnerOf(idx)
+		if owner == "" {
+			return leasestore.WakeEndpoint{}, false
 		}
-		return leasestore.WakeEndpoint{}, false
+		return s.store.WakeEndpoint(owner)
 	}
 	w := e.wake
 	w.mu.Lock()

@@ -72,6 +72,7 @@ func TestThreeStoresBalance(t *testing.T) {
 		require.LessOrEqual(t, len(owned), 6)
 		for _, li := range owned {
 			require.Equal(t, n.s.ReplicaID(), li.Owner)
+			require.Equal(t, n.s.ReplicaID(), n.s.OwnerOf(li.Index), "OwnerOf agrees with Owned")
 			require.Equal(t, leaseID(li.Index), li.ID)
 			require.Equal(t, slots.Ranges(16)[li.Index], li.Range)
 		}
@@ -81,6 +82,8 @@ func TestThreeStoresBalance(t *testing.T) {
 		}, generous, 5*time.Millisecond)
 	}
 	require.Equal(t, 16, total)
+	require.Empty(t, a.s.OwnerOf(-1))
+	require.Empty(t, a.s.OwnerOf(16))
 
 	// Every lease document agrees with the log.
 	h := holders(e.log.snapshot())

@@ -30,6 +30,18 @@ func (s *Store) WakeEndpoint(replica string) (WakeEndpoint, bool) {
 	return WakeEndpoint{Addr: m.doc.WakeAddr, Key: m.doc.WakeKey}, true
 }
 
+// OwnerOf returns the owner of lease index as this replica last saw it
+// ("" when free, unknown or out of range). It allocates nothing: writers
+// ask it on every write they wake a peer for.
+func (s *Store) OwnerOf(index int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if index < 0 || index >= len(s.leases) || !s.leases[index].known {
+		return ""
+	}
+	return s.leases[index].doc.Owner
+}
+
 // View is the lease partition as one read saw it, for a process that
 // takes no part in ownership (a client): the owner of each lease, by
 // index ("" for free), and the wake endpoints of the replicas whose
