@@ -121,9 +121,10 @@
 // A holder of data-plane read access to the Cosmos DB account can read the
 // heartbeat documents, so it has the secrets and can forge wakes at will.
 // What that buys it is bounded: at most Burst + MaxRate·T wakes are
-// delivered over any T (MaxRate point reads per second on the owner at
-// most, by default 2000), and a wake only makes the owner look at an
-// instance, which does nothing when the instance has no work. Such a
+// delivered over any T (by default 2000 a second), and a wake only makes
+// the owner look at an instance: at most one read of it (the engine's
+// fetch of an instance with no work), fewer when wakes for one instance
+// coalesce. Such a
 // principal can read every instance's data anyway. Rotating secrets (a new
 // receiver incarnation, or SetSecret plus a heartbeat update) cuts off a
 // principal whose read access was revoked.

@@ -29,7 +29,8 @@ const (
 	DefaultMaxConns = 64
 	// DefaultMaxRate bounds delivered wakes per second: far above what a
 	// replica's fetch can act on usefully, low enough that forged or
-	// replayed wakes cost at most that many point reads per second.
+	// replayed wakes cost at most that many reads per second (a wake makes
+	// the owner look at one instance).
 	DefaultMaxRate = 2000
 	// DefaultReceiverIdleTimeout closes an inbound connection that carried
 	// no complete frame for this long. It is longer than
