@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -167,7 +166,7 @@ func (e *Engine) onPeerWake(w peerwake.Wake) {
 	}
 	switch w.Hub {
 	case peerwake.HubOrchestrator:
-		if !strings.HasPrefix(w.Key, "w") {
+		if !isOrchKey(w.Key) {
 			e.wake.ignored.Add(1)
 			return
 		}
