@@ -590,6 +590,7 @@ func orchKey(instance string) string { return "w" + instance }
 
 // isOrchKey reports a key orchKey made (a peer's wake must name one).
 func isOrchKey(k string) bool { return len(k) > 1 && k[0] == 'w' }
+
 func lockKey(instance string) string { return "l" + instance }
 func workKey(instance, id string) string {
 	return strconv.Itoa(len(instance)) + ":" + instance + id
