@@ -6,9 +6,15 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 
 .PHONY: test lint fmt-check vet staticcheck fuzz-smoke demo chaos emulator emulator-sdk-check
 
-## test: the whole suite, race detector on.
+# The multi-replica provider tests, run a second time with the peer wake
+# channel on (the first run has it off).
+PEER_WAKE_TESTS ?= ^(TestReplicas|TestFanOutSpreadsActivities|TestOutboxDeliveredByFeedAfterCrash|TestPinnedInstanceRunsOnCompatibleReplica|TestLateFirstFeedReadLosesNothing|TestFailoverReleasesLocksOfDeadReplica|TestCorruptLeasesWhileReplicasServe|TestOwner)
+
+## test: the whole suite, race detector on; then the multi-replica
+## provider tests again with the peer wake channel on.
 test:
 	$(GO) test $(TEST_FLAGS) ./...
+	DURAFEED_TEST_PEER_WAKE=1 $(GO) test $(TEST_FLAGS) -run '$(PEER_WAKE_TESTS)' ./provider/
 
 ## lint: gofmt check, go vet, staticcheck (version pinned in go.mod).
 lint: fmt-check vet staticcheck

@@ -43,6 +43,10 @@ type EnvOptions struct {
 	// provider of the environment (replicas and clients; engine.PeerWake
 	// with its defaults, on this machine's loopback).
 	PeerWake bool
+	// FeedBudget is engine.FeedOptions.EmptyReadBudget of every
+	// event-driven provider (RU per second; zero: the engine's default,
+	// negative: the back-off without a budget).
+	FeedBudget float64
 }
 
 const defaultProbeSamples = 60

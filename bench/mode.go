@@ -53,8 +53,9 @@ func (e *Env) providerConfig(container string, m Mode) (provider.Config, error) 
 		return cfg, nil
 	case ModeEventDriven:
 		cfg.Mode = provider.ModeEventDriven
+		cfg.EventDriven = &engine.Options{Feed: &engine.FeedOptions{EmptyReadBudget: e.opts.FeedBudget}}
 		if e.opts.PeerWake {
-			cfg.EventDriven = &engine.Options{PeerWake: &engine.PeerWakeOptions{}}
+			cfg.EventDriven.PeerWake = &engine.PeerWakeOptions{}
 		}
 		return cfg, nil
 	}
@@ -71,6 +72,15 @@ func clientMode(m Mode) Mode { return m }
 // flow, with default settings (the latency target is this plus five round
 // trips).
 func activeFeedDelay() time.Duration { return engine.DefaultFeedActiveDelay }
+
+// feedBudget is the empty-read budget an event-driven replica runs with
+// when configured with b.
+func feedBudget(b float64) float64 {
+	if b == 0 {
+		return engine.DefaultFeedEmptyReadBudget
+	}
+	return b
+}
 
 // openProvider opens one replica.
 func (e *Env) openProvider(ctx context.Context, container string, m Mode) (*provider.Provider, error) {

@@ -73,6 +73,9 @@ type Config struct {
 	// PeerWake turns the peer wake channel on in event-driven mode
 	// (EnvOptions.PeerWake).
 	PeerWake bool
+	// FeedBudget is the event-driven replicas' empty-read budget in RU per
+	// second (EnvOptions.FeedBudget; zero: the engine's default).
+	FeedBudget float64
 
 	// PartitionCount is the number of physical partitions (default 4).
 	PartitionCount int
@@ -207,7 +210,10 @@ type Settings struct {
 	Seed            uint64 `json:"seed"`
 	ActiveFeedDelay string `json:"active_feed_delay"`
 	PeerWake        bool   `json:"peer_wake"`
-	ChargeModel     string `json:"charge_model"`
+	// FeedBudget is the event-driven empty-read budget (RU/s; negative:
+	// the back-off).
+	FeedBudget  float64 `json:"feed_budget_ru_per_s"`
+	ChargeModel string  `json:"charge_model"`
 }
 
 // EnvInfo describes one emulator.
@@ -225,6 +231,10 @@ type EnvInfo struct {
 	// FetchFloorMS is the sweep's physical floor of a wake (Env.FetchFloor;
 	// measured only with a sweep).
 	FetchFloorMS float64 `json:"fetch_floor_ms,omitempty"`
+	// BurstFloorMS is the floor of the sweep's burst (Env.BurstFloor:
+	// the median wake of a burst the replica writes itself; measured only
+	// with a burst in the sweep).
+	BurstFloorMS float64 `json:"burst_floor_ms,omitempty"`
 }
 
 // Run starts one emulator per latency, runs every latency scenario (phase
@@ -249,6 +259,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			IdleWarmup: cfg.IdleWarmup.String(), IdleWindow: cfg.IdleWindow.String(), IdleSlices: cfg.IdleSlices,
 			PartitionCount: cfg.PartitionCount, Parallel: cfg.Parallel, Seed: cfg.Seed,
 			ActiveFeedDelay: activeFeedDelay().String(), ChargeModel: "knobs.DefaultChargeModel (simulated RU)", PeerWake: cfg.PeerWake,
+			FeedBudget: feedBudget(cfg.FeedBudget),
 		}}
 
 	var envs []*Env
@@ -258,7 +269,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}()
 	for _, lat := range cfg.Latencies {
-		e, err := StartEnv(ctx, EnvOptions{PartitionCount: cfg.PartitionCount, Latency: lat, PeerWake: cfg.PeerWake})
+		e, err := StartEnv(ctx, EnvOptions{PartitionCount: cfg.PartitionCount, Latency: lat, PeerWake: cfg.PeerWake, FeedBudget: cfg.FeedBudget})
 		if err != nil {
 			return rep, err
 		}
@@ -389,6 +400,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 			rep.Environments[i].FetchFloorMS = round2(ms(floor))
 			progress("fetch floor with %v injected: %v", e.Latency(), floor.Round(time.Microsecond))
+			for _, l := range cfg.Sweep {
+				if l.Burst <= 0 {
+					continue
+				}
+				bf, err := e.BurstFloor(ctx, l.Burst, cfg.SweepDispatchers, cfg.Fetch, cfg.Seed)
+				if err != nil {
+					fail(fmt.Sprintf("burst floor at %v", e.Latency()), err)
+					break
+				}
+				rep.Environments[i].BurstFloorMS = round2(ms(bf))
+				progress("burst floor (%d items) with %v injected: %v", l.Burst, e.Latency(), bf.Round(time.Microsecond))
+				break
+			}
 		}
 		var fast, slow []func()
 		for _, l := range cfg.Sweep {

@@ -46,9 +46,9 @@ func DefaultSweepLoads() []SweepLoad {
 	}
 }
 
-// fast reports a load whose dispatch keeps a CPU busy: its figures are
-// measured one scenario at a time.
-func (l SweepLoad) fast() bool { return l.Burst == 0 && l.MeanGap < time.Second }
+// fast reports a load whose dispatch keeps a CPU busy (a fast stream, or
+// a burst): its figures are measured one scenario at a time.
+func (l SweepLoad) fast() bool { return l.Burst > 0 || l.MeanGap < time.Second }
 
 // SweepScenario is one load in one mode.
 type SweepScenario struct {
@@ -73,6 +73,10 @@ type SweepScenario struct {
 	Settle time.Duration
 	// Seed seeds the gaps: every mode sees the same arrival times.
 	Seed uint64
+	// Local sends the items through the fetching replica's own provider
+	// instead of a client's, so every write signals its fetch at once:
+	// what is left of a wake is the fetch pipeline itself (BurstFloor).
+	Local bool
 }
 
 // SweepResult is what one SweepScenario measured.
@@ -129,11 +133,15 @@ func (e *Env) RunSweep(ctx context.Context, s SweepScenario) (res SweepResult, e
 		return res, err
 	}
 	defer func() { _ = fetcher.Close() }()
-	client, err := e.openProvider(ctx, container, clientMode(s.Mode))
-	if err != nil {
-		return res, err
+	client := fetcher
+	if !s.Local {
+		c, err := e.openProvider(ctx, container, clientMode(s.Mode))
+		if err != nil {
+			return res, err
+		}
+		defer func() { _ = c.Close() }()
+		client = c
 	}
-	defer func() { _ = client.Close() }()
 
 	var (
 		mu      sync.Mutex
@@ -311,6 +319,24 @@ func (e *Env) FetchFloor(ctx context.Context, n int) (time.Duration, error) {
 	}
 	slices.Sort(ds)
 	return ds[len(ds)/2], nil
+}
+
+// BurstFloor measures the physical floor of a burst's wakes: the median
+// wake of a burst of n items that the event-driven replica writes itself,
+// so that every item is signalled to its fetch loops the moment it is
+// written. Nothing is left to wake; each item waits only for the fetch
+// round trips of those ahead of it on the replica's dispatchers, which no
+// wake mechanism can shorten.
+func (e *Env) BurstFloor(ctx context.Context, n, dispatchers int, fetch FetchLoop, seed uint64) (time.Duration, error) {
+	r, err := e.RunSweep(ctx, SweepScenario{Mode: ModeEventDriven, Load: SweepLoad{Name: "burst-floor", Burst: n, Items: n},
+		Dispatchers: dispatchers, Fetch: fetch, Seed: seed, Local: true, Tail: time.Second})
+	if err != nil {
+		return 0, err
+	}
+	if r.N == 0 || r.Lost > 0 {
+		return 0, fmt.Errorf("bench: burst floor fetched %d of %d items", r.N, n)
+	}
+	return time.Duration(r.P50MS * float64(time.Millisecond)), nil
 }
 
 // sweepCriteria are the sweep's targets for one load, at one injected

@@ -89,9 +89,20 @@
 // wrote to, so local writes are picked up in one round trip whatever the
 // pause.
 //
+// Budget (Options.EmptyReadBudget): instead of backing off, idle readers
+// spend a fixed number of request units per second on reads that find
+// nothing. The pause of an idle reader is then P·c/budget (P the physical
+// partitions the Processor's leases overlap, c the measured mean charge
+// of such a read), partition k of the container's N read at k/N of that
+// period, so the reads are evenly spaced: a change on an idle range waits
+// half a period on average, a whole one at most, and the Processor's
+// idle spend is the budget whatever its number of leases. Reads that find
+// changes continue every ActiveDelay while they keep finding some.
+// Stats.IdlePeriod and Stats.EmptyReadCharge say what the budget buys.
+//
 // The readers of one Processor pace themselves together:
 //
-//   - Shared back-off: a reader that finds changes after a deep idle spell
+//   - Shared back-off (without a budget): a reader that finds changes after a deep idle spell
 //     wakes the other deep idle readers, which read at once and back off
 //     afresh, each at most once a second (Options.IndependentBackoff turns
 //     this off). Work that resumes in one range so brings every range the

@@ -2,6 +2,7 @@ package changefeed_test
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -124,6 +125,9 @@ func TestNewValidates(t *testing.T) {
 		"negative items":       {MaxItemCount: -1},
 		"zero start time":      {StartFrom: changefeed.StartFromTime(time.Time{})},
 		"retry max below init": {RetryInitial: time.Second, RetryMax: time.Millisecond},
+		"negative budget":      {EmptyReadBudget: -1},
+		"NaN budget":           {EmptyReadBudget: math.NaN()},
+		"infinite budget":      {EmptyReadBudget: math.Inf(1)},
 	} {
 		_, err := changefeed.New(e.c, src, h, o)
 		require.Error(t, err, name)

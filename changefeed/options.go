@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"go.uber.org/zap"
@@ -84,6 +85,24 @@ type Options struct {
 	// for the back-off reached since the restart instead of up to
 	// IdleCeiling.
 	IndependentBackoff bool
+	// EmptyReadBudget, when positive, replaces the idle back-off with a
+	// budget: the request units per second the Processor may spend on
+	// reads that find nothing for the handler. An idle reader then reads
+	// once per budget period, P·c/EmptyReadBudget, where P is the number
+	// of physical partitions the Processor's leases overlap and c the mean
+	// charge of its recent empty reads (1 RU until one is measured), and
+	// the reads of a container's N physical partitions are spread evenly
+	// over the period (partition k at k/N of it) instead of bunching. A
+	// read that finds changes is followed after ActiveDelay, and so on
+	// while reads keep finding changes; the first empty one returns the
+	// reader to the period. A change on an idle range so waits half a
+	// period on average and a whole one at most (plus a read), while the
+	// Processor spends EmptyReadBudget whatever the number of leases.
+	// IdleCeiling, BackoffFactor, Jitter and the shared back-off do not
+	// apply to such readers; Wake still reads at once, and WarmHold, if
+	// set, still holds readers at ActiveDelay (reads the budget does not
+	// count). Zero (the default): the back-off.
+	EmptyReadBudget float64
 	// WarmHold keeps readers from backing off while the processor is
 	// warm: for WarmHold after the processor last saw a change in any of
 	// its ranges or was woken by Wake, every reader that finds nothing
@@ -222,6 +241,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.WarmHold < 0 {
 		o.WarmHold = 0
+	}
+	if o.EmptyReadBudget < 0 || math.IsNaN(o.EmptyReadBudget) || math.IsInf(o.EmptyReadBudget, 0) {
+		return o, fmt.Errorf("changefeed: EmptyReadBudget %v is not a positive number of RU per second", o.EmptyReadBudget)
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

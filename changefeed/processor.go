@@ -98,6 +98,11 @@ type Processor struct {
 	stopOnce sync.Once
 	done     chan struct{}
 
+	// budgetMu guards emptyCharge, the running mean of the charges of
+	// reads that found nothing (0: none measured yet).
+	budgetMu    sync.Mutex
+	emptyCharge float64
+
 	stats counters
 	// epoch is when New ran: the origin of the readers' phases.
 	epoch time.Time
@@ -490,6 +495,11 @@ type Stats struct {
 	// a span covering the lease's range brought its changes (see
 	// Options.SeparateReads).
 	SharedPages int64
+	// IdlePeriod is the pause of an idle reader under
+	// Options.EmptyReadBudget now (zero without a budget), and
+	// EmptyReadCharge the mean charge of an empty read it assumes.
+	IdlePeriod      time.Duration
+	EmptyReadCharge float64
 }
 
 type counters struct {
@@ -518,5 +528,7 @@ func (p *Processor) Stats() Stats {
 		Wakes:            s.wakes.Load(),
 		SkippedReads:     s.skippedReads.Load(),
 		SharedPages:      s.sharedPages.Load(),
+		IdlePeriod:       p.budgetPeriod(),
+		EmptyReadCharge:  p.meanEmptyCharge(),
 	}
 }

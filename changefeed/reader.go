@@ -173,12 +173,13 @@ func (r *reader) loop(ctx context.Context) (err error) {
 		if err != nil {
 			return err
 		}
+		var period time.Duration // the budget's, when the reader idles under it
 		switch {
 		case res.full:
 			delay, idle, empty = 0, false, 0
 		case res.docs:
 			r.lastDocs = o.Clock.Now()
-			if turnedWarm := r.p.touch(); (turnedWarm || idle && delay > deep) && !o.IndependentBackoff {
+			if turnedWarm := r.p.touch(); (turnedWarm || idle && delay > deep) && !o.IndependentBackoff && o.EmptyReadBudget <= 0 {
 				r.p.snapBack(r)
 			}
 			delay, idle, empty = o.ActiveDelay, false, 0
@@ -187,9 +188,13 @@ func (r *reader) loop(ctx context.Context) (err error) {
 			if r.restart.Swap(false) {
 				empty = 0 // another reader snapped back
 			}
-			if r.warm() {
+			switch {
+			case r.warm():
 				delay, idle, empty = o.ActiveDelay, false, 0
-			} else {
+			case o.EmptyReadBudget > 0:
+				delay, idle, empty = r.p.budgetPeriod(), false, 0
+				period = delay
+			default:
 				empty++
 				delay, idle = idleDelay(o, empty), true
 			}
@@ -205,21 +210,25 @@ func (r *reader) loop(ctx context.Context) (err error) {
 		}
 		now := o.Clock.Now()
 		delay = max(0, delay-now.Sub(began))
-		if !idle && !res.full {
-			delay = r.onPhase(now, delay)
+		switch {
+		case period > 0:
+			delay = r.onPhase(now, delay, period)
+		case !idle && !res.full:
+			delay = r.onPhase(now, delay, o.ActiveDelay)
 		}
 	}
 }
 
-// onPhase moves the end of an active pause onto the reader's phase: the
-// container's physical partitions are read at offsets spread evenly over
-// ActiveDelay (partition k of n at k/n of it, counted from the
-// processor's start), so that the reads of a processor's leases do not
-// all start at once and queue behind one another for the process's CPU.
-// Readers of one partition share a phase, so they still take turns. The
-// first alignment lengthens a pause by at most half an ActiveDelay.
-func (r *reader) onPhase(now time.Time, delay time.Duration) time.Duration {
-	d := r.p.opts.ActiveDelay
+// onPhase moves the end of a pause onto the reader's phase in a cycle of
+// length d (ActiveDelay while changes flow, the budget period while idle
+// under a budget): the container's physical partitions are read at
+// offsets spread evenly over d (partition k of n at k/n of it, counted
+// from the processor's start), so that the reads of a processor's leases
+// do not all start at once and queue behind one another for the process's
+// CPU, and an idle Processor's reads are evenly spaced. Readers of one
+// partition share a phase, so they still take turns. An alignment moves
+// the end of a pause by at most half of d.
+func (r *reader) onPhase(now time.Time, delay, d time.Duration) time.Duration {
 	if d <= 0 {
 		return delay
 	}
@@ -511,11 +520,13 @@ func (r *reader) cycle(ctx context.Context) (cycleResult, error) {
 			rid = rr.rid
 		}
 		next := slices.Concat(cur[:i:i], rr.pos, cur[i+1:])
+		found := false
 		if len(rr.docs) > 0 {
 			docs := rr.docs
 			if f := r.p.opts.Filter; f != nil {
 				docs = filterDocs(docs, f)
 			}
+			found = len(docs) > 0
 			cont := encodeToken(rid, next)
 			if len(docs) > 0 {
 				b := Batch{LeaseID: r.id, Range: rr.from, Documents: docs, Continuation: cont}
@@ -534,6 +545,9 @@ func (r *reader) cycle(ctx context.Context) (cycleResult, error) {
 		}
 		if rr.more {
 			res.full = true
+		}
+		if !other && !found && !rr.more {
+			r.p.noteEmptyCharge(rr.charge)
 		}
 		r.commit(next, rr)
 		cur = next
@@ -797,6 +811,7 @@ type readResult struct {
 	more   bool  // the page was full: more changes follow
 	latest int64 // the partition's latest LSN, -1 if unknown
 	status int
+	charge float64     // the read's request charge
 	page   *sharedPage // the page shared with siblings (a widened read)
 }
 
@@ -851,7 +866,8 @@ func (p *Processor) readPage(ctx context.Context, by *reader, rid string, pos po
 		p.forgetPhysical()
 		return res, err
 	}
-	p.stats.chargeMilli.Add(int64(math.Round(float64(resp.RequestCharge) * 1000)))
+	res.charge = float64(resp.RequestCharge)
+	p.stats.chargeMilli.Add(int64(math.Round(res.charge * 1000)))
 	rid2, ps, err := decodeToken(resp.ContinuationToken)
 	if err != nil {
 		return res, fmt.Errorf("changefeed: unexpected continuation from ReadChangeFeed: %w", err)

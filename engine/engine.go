@@ -310,6 +310,7 @@ func (e *Engine) startSession() (*session, error) {
 		OnChange:          func(ev leasestore.Event) { e.onLeaseChange(s, ev) },
 		OnDocument:        e.onLeaseDocument,
 		OnExpired:         s.declaredDead,
+		OnWrote:           func() { e.kickPeers(s) },
 	}
 	recv, addr, key, err := e.receiverFor()
 	if err != nil {
@@ -328,6 +329,7 @@ func (e *Engine) startSession() (*session, error) {
 		ActiveDelay:        e.opts.Feed.ActiveDelay,
 		IdleCeiling:        e.opts.Feed.IdleCeiling,
 		WarmHold:           e.opts.Feed.WarmHold,
+		EmptyReadBudget:    max(0, e.opts.Feed.EmptyReadBudget),
 		StartFrom:          changefeed.StartFromNow(),
 		OnPositioned:       func(id string) { e.onPositioned(s, id) },
 		Filter:             relevantDoc,
@@ -448,6 +450,10 @@ func (e *Engine) leave(s *session, graceful bool) {
 			e.log.Warn("lease release failed", zap.Error(err))
 		}
 		e.clearHint(ctx)
+		if e.wake != nil {
+			// The hand-off's kicks leave before the sender closes.
+			_ = e.wake.sender.Drain(ctx)
+		}
 		cancel()
 	}
 	s.cancel()

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"go.uber.org/zap"
@@ -62,10 +63,13 @@ type LeaseOptions struct {
 	// to the others after Expiry.
 	Expiry            time.Duration
 	HeartbeatInterval time.Duration
-	// WatchActiveDelay (default 50 ms) and WatchIdleCeiling (default
-	// 750 ms) pace the reads of the lease partition's change feed; the
-	// ceiling bounds a graceful hand-off, a join and a backlog hint's
-	// pick-up.
+	// WatchActiveDelay (default 50 ms) and WatchIdleCeiling (default a
+	// fifth of Expiry, 2 s) pace the reads of the lease partition's
+	// change feed: the ceiling bounds a graceful hand-off, a join and a
+	// backlog hint's pick-up (with the peer wake channel on, replicas
+	// also tell each other at once), and costs about 60/ceiling RU a
+	// minute per replica (30 at the default). Liveness needs a read well
+	// within Expiry, hence the tie.
 	WatchActiveDelay time.Duration
 	WatchIdleCeiling time.Duration
 	// PartitionKeyValue is the logical partition of the lease, heartbeat
@@ -77,17 +81,35 @@ type LeaseOptions struct {
 
 // FeedOptions configures the change-feed readers.
 type FeedOptions struct {
+	// EmptyReadBudget is the request units per second this replica may
+	// spend on change-feed reads that find nothing (default
+	// DefaultFeedEmptyReadBudget, 1.5 RU/s, 90 RU a minute). An idle
+	// replica reads each physical partition its leases overlap once per
+	// period P·c/EmptyReadBudget (P those partitions, c the measured
+	// charge of an empty read, about 1 RU), the partitions' reads spread
+	// evenly over the period: with 4 partitions, one read every 0.67 s
+	// and each partition every 2.7 s. A write of this replica never
+	// waits for it (it signals the local hubs), nor does one announced on
+	// the peer wake channel; a write from another process without that
+	// channel waits half a period on average and a whole one at most,
+	// plus a read. The price of a shorter wait is linear: for a p99 wait
+	// W, a budget of about P/W RU/s (4 partitions: 16 RU/s, 960 RU a
+	// minute, for 250 ms). Reads that find changes continue every
+	// ActiveDelay while they keep finding them. Negative: no budget, the
+	// back-off from ActiveDelay to IdleCeiling with WarmHold instead.
+	EmptyReadBudget float64
 	// ActiveDelay (default 20 ms) is the pause between reads while changes
-	// flow; IdleCeiling (default 4 s) the longest pause of an idle reader.
-	// Writes of this replica never wait for it (they signal the local
-	// hubs); it bounds the pick-up of another process's write to an idle
-	// slot block.
+	// flow. IdleCeiling (default 4 s) is the longest pause of an idle
+	// reader when EmptyReadBudget is negative (the back-off doubles from
+	// ActiveDelay up to it).
 	ActiveDelay time.Duration
 	IdleCeiling time.Duration
-	// WarmHold (default 2 s) keeps every reader at ActiveDelay for that
-	// long after the replica last saw work, so a write from another
-	// process is read within ActiveDelay while the replica is busy.
-	// Negative: no hold.
+	// WarmHold keeps every reader at ActiveDelay for that long after the
+	// replica last saw work, so a write from another process is read
+	// within ActiveDelay while the replica is busy, at one read per
+	// partition per ActiveDelay (50 RU/s per partition at 20 ms) that no
+	// budget counts. Default: 2 s when EmptyReadBudget is negative and the
+	// peer wake channel is off, otherwise none. Negative: no hold.
 	WarmHold time.Duration
 	// CheckpointInterval is the least time between two checkpoints of a
 	// lease (default 5 s): handling a document twice after a hand-over is
@@ -99,10 +121,10 @@ type FeedOptions struct {
 const (
 	DefaultLeaseExpiry         = 10 * time.Second
 	DefaultWatchActiveDelay    = 50 * time.Millisecond
-	DefaultWatchIdleCeiling    = 750 * time.Millisecond
 	DefaultFeedActiveDelay     = 20 * time.Millisecond
 	DefaultFeedIdleCeiling     = 4 * time.Second
 	DefaultFeedWarmHold        = 2 * time.Second
+	DefaultFeedEmptyReadBudget = 1.5
 	DefaultCheckpointInterval  = 5 * time.Second
 	DefaultSafetySweepInterval = 60 * time.Second
 	DefaultIdleLeave           = 5 * time.Second
@@ -138,7 +160,7 @@ func (o Options) withDefaults() (Options, error) {
 		l.WatchActiveDelay = DefaultWatchActiveDelay
 	}
 	if l.WatchIdleCeiling <= 0 {
-		l.WatchIdleCeiling = DefaultWatchIdleCeiling
+		l.WatchIdleCeiling = max(l.Expiry/5, l.WatchActiveDelay)
 	}
 	if l.PartitionKeyValue == "" {
 		l.PartitionKeyValue = leasestore.DefaultPartitionKeyValue
@@ -150,12 +172,19 @@ func (o Options) withDefaults() (Options, error) {
 		f.IdleCeiling = DefaultFeedIdleCeiling
 	}
 	f.IdleCeiling = max(f.IdleCeiling, f.ActiveDelay)
+	switch {
+	case f.EmptyReadBudget == 0:
+		f.EmptyReadBudget = DefaultFeedEmptyReadBudget
+	case math.IsNaN(f.EmptyReadBudget) || math.IsInf(f.EmptyReadBudget, 0):
+		return o, fmt.Errorf("engine: FeedOptions.EmptyReadBudget %v is not a number of RU per second", f.EmptyReadBudget)
+	}
 	if f.WarmHold == 0 {
-		f.WarmHold = DefaultFeedWarmHold
-		if o.PeerWake != nil {
-			// Other processes' writes wake this replica directly: the
-			// feed is the backstop, not the way work arrives.
-			f.WarmHold = -1
+		f.WarmHold = -1
+		if f.EmptyReadBudget < 0 && o.PeerWake == nil {
+			// The back-off alone: hold readers warm while work flows.
+			// (Under a budget, or with peers waking this replica
+			// directly, the feed is not how work arrives quickly.)
+			f.WarmHold = DefaultFeedWarmHold
 		}
 	}
 	if f.CheckpointInterval <= 0 {

@@ -66,7 +66,10 @@ type wakeState struct {
 	noPeer  atomic.Int64
 	got     atomic.Int64
 	ignored atomic.Int64
-	reads   atomic.Int64
+	// leaseKicks counts lease-partition wakes sent; kicked those received.
+	leaseKicks atomic.Int64
+	kicked     atomic.Int64
+	reads      atomic.Int64
 }
 
 // startPeerWake creates the sender and the view loop (stopped by Close).
@@ -160,6 +163,17 @@ func (e *Engine) receiverFor() (*peerwake.Receiver, string, string, error) {
 // onPeerWake signals a received wake on the local hub, for an owned slot
 // only (the sender's view of ownership may be stale).
 func (e *Engine) onPeerWake(w peerwake.Wake) {
+	if w.Hub == peerwake.HubLeases {
+		// A peer wrote lease documents this replica may act on.
+		if s := e.sess.Load(); s != nil {
+			s.store.Kick()
+			e.wake.got.Add(1)
+			e.wake.kicked.Add(1)
+		} else {
+			e.wake.ignored.Add(1)
+		}
+		return
+	}
 	if !e.isOwned(w.Slot) {
 		e.wake.ignored.Add(1)
 		return
@@ -216,6 +230,30 @@ func (e *Engine) wakePeer(q store.QueueHead) {
 		return
 	}
 	w.sent.Add(1)
+}
+
+// kickPeers tells the other replicas of s's lease group, over the peer
+// wake channel, to read the lease partition now: this replica handed
+// them a lease, asked one of them for one, or refused (leasestore
+// Options.OnWrote).
+func (e *Engine) kickPeers(s *session) {
+	w := e.wake
+	if w == nil {
+		return
+	}
+	for _, ep := range s.store.PeerEndpoints() {
+		secret, err := peerwake.ParseSecret(ep.Key)
+		if err != nil {
+			w.noPeer.Add(1)
+			continue
+		}
+		if err := w.sender.Send(peerwake.Peer{Addr: ep.Addr, Secret: secret}, peerwake.Wake{Hub: peerwake.HubLeases, Key: e.opts.ReplicaID}); err != nil {
+			w.dropped.Add(1)
+			continue
+		}
+		w.sent.Add(1)
+		w.leaseKicks.Add(1)
+	}
 }
 
 // endpointOf returns the wake endpoint of the owner of slot: from the
@@ -283,6 +321,10 @@ type PeerWakeStats struct {
 	// by a replica publishing an endpoint.
 	ViewReads  int64
 	ViewOwners int
+	// LeaseKicksSent and LeaseKicksReceived count the wakes that tell a
+	// peer to read the lease partition now (a hand-off, a steal request
+	// or its refusal); they are included in Sent and Received.
+	LeaseKicksSent, LeaseKicksReceived int64
 	// Sender and Receiver are the channel's own counters (the receiver of
 	// the current session, if any).
 	Sender   peerwake.SenderStats
@@ -296,7 +338,8 @@ func (e *Engine) PeerWakeStats() PeerWakeStats {
 		return PeerWakeStats{}
 	}
 	st := PeerWakeStats{Sent: w.sent.Load(), Dropped: w.dropped.Load(), NoPeer: w.noPeer.Load(),
-		Received: w.got.Load(), Ignored: w.ignored.Load(), Sender: w.sender.Stats(), ViewReads: w.reads.Load()}
+		Received: w.got.Load(), Ignored: w.ignored.Load(), Sender: w.sender.Stats(), ViewReads: w.reads.Load(),
+		LeaseKicksSent: w.leaseKicks.Load(), LeaseKicksReceived: w.kicked.Load()}
 	w.mu.Lock()
 	for _, o := range w.view.Owners {
 		if _, ok := w.view.Wake[o]; ok && o != "" {

@@ -77,7 +77,7 @@ func (s *Store) round(ctx context.Context) time.Duration {
 	// compare-and-swap that view is stale, so the rest wait for the next
 	// round (after the backoff, with the watch's news) instead of each
 	// paying a lost write and a re-read.
-	boost, lost := false, false
+	boost, lost, told := false, false, false
 	for _, a := range acts {
 		if ctx.Err() != nil {
 			break
@@ -101,15 +101,17 @@ func (s *Store) round(ctx context.Context) time.Duration {
 			}
 		case actHandOff:
 			s.handOff(ctx, a)
-			boost = true
+			boost, told = true, true
 		case actReject:
-			s.rewriteSteal(ctx, a, "")
+			if s.rewriteSteal(ctx, a, "") {
+				told = true
+			}
 		case actSteal:
 			if lost {
 				continue
 			}
 			if s.rewriteSteal(ctx, a, s.id) {
-				boost = true
+				boost, told = true, true
 			} else {
 				lost = true
 			}
@@ -122,6 +124,9 @@ func (s *Store) round(ctx context.Context) time.Duration {
 	}
 	if boost {
 		s.signal(s.kickWatch)
+	}
+	if told && s.opts.OnWrote != nil {
+		s.opts.OnWrote()
 	}
 	return next
 }

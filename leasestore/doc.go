@@ -104,7 +104,10 @@
 // membership changes flow, doubling up to WatchIdleCeiling (default 500 ms)
 // otherwise; routine heartbeats and checkpoints do not count as changes. A
 // join, a graceful leave, a steal request or a hand-off therefore takes
-// effect at the next feed read rather than a lease period later. Every
+// effect at the next feed read rather than a lease period later; sooner
+// when the writer tells the replicas concerned (Options.OnWrote on its
+// side, Store.Kick on theirs: an engine does so over its peer wake
+// channel), which lets the idle ceiling be long. Every
 // five heartbeat periods one single-partition query re-reads all documents
 // as a safety net (and notices deleted heartbeat documents, which the feed
 // does not show). Heartbeat documents of replicas dead for LeaseExpiry that

@@ -118,6 +118,15 @@ type Options struct {
 	// lock; it must return quickly and must not block on the Store.
 	OnExpired func(holder string)
 
+	// OnWrote, when set, is called after this replica wrote lease
+	// documents that another replica acts on: a hand-off (balancing or a
+	// graceful leave), a steal request or its refusal. The others see
+	// such a write at their next watch read (within WatchIdleCeiling); an
+	// engine uses the call to tell them at once (Store.Kick on their
+	// side). It is called without the Store's lock, from the balancing
+	// goroutine or Release; it must return quickly.
+	OnWrote func()
+
 	// OnDocument, when set, receives every document of the lease partition
 	// that is neither a lease nor a heartbeat document (e.g. an
 	// application's own coordination documents kept beside the leases), as

@@ -136,6 +136,9 @@ func (s *Store) releaseLeases(ctx context.Context) error {
 		}
 		handed++
 	}
+	if handed > 0 && s.opts.OnWrote != nil {
+		s.opts.OnWrote()
+	}
 	if reg {
 		_, err := s.c.DeleteItem(ctx, m.pk, ownerID(s.id), &azcosmos.ItemOptions{IfMatchEtag: &etag})
 		if err != nil && statusOf(err) != http.StatusNotFound && statusOf(err) != http.StatusPreconditionFailed {

@@ -351,6 +351,7 @@ func (s *Store) watchLoop(ctx context.Context) {
 	base := max(s.opts.WatchActiveDelay, time.Millisecond)
 	delay := s.opts.WatchActiveDelay
 	lastResync := time.Now()
+	var lastRead time.Time
 	t := time.NewTimer(delay)
 	defer t.Stop()
 	for {
@@ -360,7 +361,14 @@ func (s *Store) watchLoop(ctx context.Context) {
 		case <-t.C:
 		case <-s.kickWatch:
 			delay = s.opts.WatchActiveDelay
+			if wait := s.opts.WatchActiveDelay - time.Since(lastRead); wait > 0 {
+				// Kicks (peers' included) read at most once per
+				// WatchActiveDelay.
+				t.Reset(wait)
+				continue
+			}
 		}
+		lastRead = time.Now()
 		sig, err := s.pollFeed(ctx)
 		switch {
 		case err != nil:

@@ -30,6 +30,27 @@ func (s *Store) WakeEndpoint(replica string) (WakeEndpoint, bool) {
 	return WakeEndpoint{Addr: m.doc.WakeAddr, Key: m.doc.WakeKey}, true
 }
 
+// PeerEndpoints returns the wake endpoints of the other replicas that
+// this replica last saw live and publishing one.
+func (s *Store) PeerEndpoints() []WakeEndpoint {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	var out []WakeEndpoint
+	for r, m := range s.members {
+		if r != s.id && m.doc.WakeAddr != "" && s.memberLiveLocked(m, now) {
+			out = append(out, WakeEndpoint{Addr: m.doc.WakeAddr, Key: m.doc.WakeKey})
+		}
+	}
+	return out
+}
+
+// Kick makes the lease watch read the lease partition's change feed now,
+// or WatchActiveDelay after its previous read if that was sooner: another
+// replica wrote something there that this one acts on (see
+// Options.OnWrote). Kicks coalesce; it never blocks.
+func (s *Store) Kick() { s.signal(s.kickWatch) }
+
 // OwnerOf returns the owner of lease index as this replica last saw it
 // ("" when free, unknown or out of range). It allocates nothing: writers
 // ask it on every write they wake a peer for.

@@ -47,7 +47,7 @@
 //	     1    8 KeyID of the signing secret
 //	     9    8 sent-at, Unix milliseconds (signed)
 //	    17    8 nonce, random
-//	    25    1 hub: 'o' (HubOrchestrator) or 'w' (HubWorker)
+//	    25    1 hub: 'o' (HubOrchestrator), 'w' (HubWorker) or 'l' (HubLeases)
 //	    26    2 slot, 0..255
 //	    28    8 visible-at, Unix milliseconds (signed), rounded up
 //	    36    2 key length, 1..MaxKeyBytes (1100)

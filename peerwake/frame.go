@@ -22,6 +22,11 @@ const (
 	HubOrchestrator byte = 'o'
 	// HubWorker names the worker (activity) queue's hub.
 	HubWorker byte = 'w'
+	// HubLeases asks the receiver to read its lease partition now: the
+	// sender wrote something there that the receiver acts on (a hand-off,
+	// a steal request, a graceful leave). Slot is 0 and Key names the
+	// sender's replica; VisibleAt is unused.
+	HubLeases byte = 'l'
 )
 
 // Wire limits.
@@ -69,7 +74,7 @@ var ErrInvalidWake = errors.New("peerwake: invalid wake")
 // hubs: the receiver calls hub.Signal(Slot, Key, VisibleAt) on the hub
 // named by Hub, exactly as its change-feed handler would.
 type Wake struct {
-	// Hub is HubOrchestrator or HubWorker.
+	// Hub is HubOrchestrator, HubWorker or HubLeases.
 	Hub byte
 	// Slot is the dispatch slot, in [0, slots.Count) = [0, 256).
 	Slot int
@@ -86,7 +91,7 @@ type Wake struct {
 // can.
 func (w Wake) Validate() error {
 	switch {
-	case w.Hub != HubOrchestrator && w.Hub != HubWorker:
+	case w.Hub != HubOrchestrator && w.Hub != HubWorker && w.Hub != HubLeases:
 		return fmt.Errorf("%w: unknown hub %q", ErrInvalidWake, w.Hub)
 	case w.Slot < 0 || w.Slot >= slots.Count:
 		return fmt.Errorf("%w: slot %d outside [0, %d)", ErrInvalidWake, w.Slot, slots.Count)

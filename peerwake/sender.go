@@ -150,6 +150,10 @@ type Sender struct {
 	mu     sync.Mutex
 	peers  map[Peer]*peer
 	closed bool
+	// pending counts wakes queued and not yet written or dropped;
+	// drained is closed (and replaced) each time it falls to zero.
+	pending int
+	drained chan struct{}
 
 	sent, dropped, dialFailures, writeFailures atomic.Uint64
 }
@@ -202,11 +206,12 @@ func NewSender(opts SenderOptions) (*Sender, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Sender{
-		opts:   opts,
-		log:    opts.Logger.Named("peerwake"),
-		ctx:    ctx,
-		cancel: cancel,
-		peers:  make(map[Peer]*peer),
+		opts:    opts,
+		log:     opts.Logger.Named("peerwake"),
+		ctx:     ctx,
+		cancel:  cancel,
+		peers:   make(map[Peer]*peer),
+		drained: make(chan struct{}),
 	}, nil
 }
 
@@ -240,6 +245,7 @@ func (s *Sender) Send(to Peer, w Wake) error {
 	}
 	select {
 	case p.queue <- w:
+		s.pending++
 		return nil
 	default:
 		s.dropped.Add(1)
@@ -258,6 +264,42 @@ func (s *Sender) Stats() SenderStats {
 		DialFailures:  s.dialFailures.Load(),
 		WriteFailures: s.writeFailures.Load(),
 		Peers:         peers,
+	}
+}
+
+// Drain waits until every wake queued before it was called (and any
+// queued meanwhile) has been written or dropped, or until ctx ends: a
+// graceful stop calls it before Close so that its last wakes (a lease
+// hand-off) leave.
+func (s *Sender) Drain(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		if s.pending == 0 {
+			s.mu.Unlock()
+			return nil
+		}
+		ch := s.drained
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// settle records n queued wakes written or dropped.
+func (s *Sender) settle(n int) {
+	if n == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending -= n
+	if s.pending <= 0 {
+		s.pending = 0
+		close(s.drained)
+		s.drained = make(chan struct{})
 	}
 }
 
@@ -327,7 +369,9 @@ func (s *Sender) run(p *peer) {
 			s.mu.Lock()
 			delete(s.peers, p.to)
 			s.mu.Unlock()
-			s.dropped.Add(uint64(len(p.queue)))
+			n := len(p.queue)
+			s.dropped.Add(uint64(n))
+			s.settle(n)
 			return
 		case <-dead:
 			s.log.Debug("peer wake connection closed by peer", zap.String("peer", p.to.Addr))
@@ -368,6 +412,7 @@ func (s *Sender) run(p *peer) {
 			default:
 				s.sent.Add(uint64(n))
 			}
+			s.settle(n)
 			s.opts.hooks.batchDone(p.to.Addr)
 			idle.Reset(s.opts.IdleTimeout)
 		}

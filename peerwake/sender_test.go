@@ -84,6 +84,7 @@ func TestSenderDelivers(t *testing.T) {
 		{Hub: HubOrchestrator, Slot: 42, Key: "instance-1", VisibleAt: t0.Add(1500 * time.Microsecond)},
 		{Hub: HubWorker, Slot: 0, Key: "instance-2"},
 		{Hub: HubWorker, Slot: 255, Key: string(make([]byte, MaxKeyBytes))},
+		{Hub: HubLeases, Slot: 0, Key: "replica-a"},
 	}
 	for i, w := range tests {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
@@ -101,6 +102,38 @@ func TestSenderDelivers(t *testing.T) {
 	require.Zero(t, st.Dropped)
 	require.Equal(t, 1, st.Peers)
 	require.Equal(t, uint64(1), r.Stats().ConnsAccepted, "one connection carries them all")
+}
+
+// TestSenderDrain: Drain returns once what was queued has been written
+// (the receiver has every wake), at once when nothing is queued, and
+// with ctx's error when a wake cannot leave in time.
+func TestSenderDrain(t *testing.T) {
+	secret := mustSecret(t)
+	r, sink := startReceiver(t, ReceiverOptions{Secret: secret})
+	s, _ := startSender(t, SenderOptions{})
+	ctx := context.Background()
+	require.NoError(t, s.Drain(ctx), "nothing queued")
+	for i := range 50 {
+		require.NoError(t, s.Send(peerOf(r, secret), wake(fmt.Sprint("k", i))))
+	}
+	require.NoError(t, s.Drain(ctx))
+	require.Equal(t, uint64(50), s.Stats().Sent+s.Stats().Dropped)
+	for range 50 {
+		sink.next(t)
+	}
+
+	// A peer that accepts nothing: the dial hangs until DialTimeout.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	blocked, _ := startSender(t, SenderOptions{Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}, DialTimeout: time.Hour})
+	require.NoError(t, blocked.Send(Peer{Addr: ln.Addr().String(), Secret: secret}, wake("stuck")))
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, blocked.Drain(short), context.DeadlineExceeded)
 }
 
 func TestSenderSendValidation(t *testing.T) {

@@ -27,7 +27,7 @@ func peerWakePair(t *testing.T, name string, ownerWake, clientWake *engine.PeerW
 	cfg.ReplicaID = "owner"
 	cfg.peerWake = ownerWake
 	if pauseFeed {
-		cfg.FeedActiveDelay, cfg.FeedIdleCeiling, cfg.feedHold = time.Hour, time.Hour, -1
+		cfg.FeedActiveDelay, cfg.FeedIdleCeiling, cfg.feedHold, cfg.FeedEmptyReadBudget = time.Hour, time.Hour, -1, -1
 	}
 	owner = openProvider(t, cfg)
 	require.Eventually(t, func() bool { return ownedCount(owner) == slots.Count }, hang, 10*time.Millisecond, "the owner holds every slot")
@@ -85,6 +85,23 @@ func TestPeerWakeBringsAnotherProcessWrite(t *testing.T) {
 	require.Positive(t, client.ev.PeerWakeStats().Sent)
 }
 
+// TestPeerWakeCarriesAFutureVisibility: a message another process writes
+// to become visible later (a timer's shape) reaches the owner, its feed
+// paused, through the channel with its visible time: it is fetched, and
+// not before that time.
+func TestPeerWakeCarriesAFutureVisibility(t *testing.T) {
+	t.Parallel()
+	owner, client := peerWakePair(t, "peerwake-timer", &engine.PeerWakeOptions{}, &engine.PeerWakeOptions{}, true)
+	const delay = 300 * time.Millisecond
+	before := time.Now() // the visible time is at least this + delay, in whole milliseconds
+	require.NoError(t, client.EnqueueForOrchestrator(context.Background(),
+		durable.StartOrchestration{Instance: "later", Orchestration: "O", Input: "{}", ExecutionID: 1}, delay))
+	item := fetchInstance(t, owner, "later")
+	require.GreaterOrEqual(t, time.Since(before), delay-time.Millisecond, "fetched before it was visible")
+	require.Len(t, item.Messages, 1)
+	require.Positive(t, owner.ev.PeerWakeStats().Received)
+}
+
 // TestPeerWakeLostIsCoveredByTheFeed: the owner advertises an endpoint no
 // one listens on, so every wake the client sends is dropped; the write
 // still reaches the owner through its change feed.
@@ -132,4 +149,32 @@ func TestPeerWakeForgedIsRefused(t *testing.T) {
 	item, err := owner.FetchOrchestrationItem(context.Background(), lockLong, 0, nil)
 	require.NoError(t, err)
 	require.Nil(t, item)
+}
+
+// TestPeerWakeCarriesHandOffs: with the lease watch idling for an hour
+// (and its safety re-read minutes away), replicas learn of each other's
+// lease writes only through the channel's lease kicks: a newcomer's steal
+// requests reach the owner, the owner's hand-offs reach the newcomer, and
+// a graceful leave hands every lease to the one left.
+func TestPeerWakeCarriesHandOffs(t *testing.T) {
+	t.Parallel()
+	cfg := replicaConfig(freshContainer("peerwake-handoff"))
+	cfg.joinEagerly = true
+	cfg.LeaseExpiry, cfg.HeartbeatInterval = 5*time.Minute, time.Minute
+	cfg.WatchIdleCeiling = time.Hour
+	cfg.peerWake = &engine.PeerWakeOptions{}
+	acfg, bcfg := cfg, cfg
+	acfg.ReplicaID, bcfg.ReplicaID = "a", "b"
+	a := openProvider(t, acfg)
+	require.Eventually(t, func() bool { return ownedCount(a) == slots.Count }, hang, 10*time.Millisecond, "a holds every slot")
+	b := openProvider(t, bcfg)
+	require.Eventually(t, func() bool {
+		return ownedCount(b) > 0 && ownedOnce(a, b)
+	}, hang, 10*time.Millisecond, "b gets a share from a")
+	require.Positive(t, b.ev.PeerWakeStats().LeaseKicksSent, "b asked for leases")
+	require.Positive(t, a.ev.PeerWakeStats().LeaseKicksReceived)
+
+	require.NoError(t, a.Close())
+	require.Eventually(t, func() bool { return ownedCount(b) == slots.Count }, hang, 10*time.Millisecond, "b takes a's leases")
+	require.Positive(t, b.ev.PeerWakeStats().LeaseKicksReceived)
 }

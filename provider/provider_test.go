@@ -80,6 +80,7 @@ type testCfg struct {
 	LeaseExpiry, HeartbeatInterval              time.Duration
 	WatchActiveDelay, WatchIdleCeiling          time.Duration
 	FeedActiveDelay, FeedIdleCeiling            time.Duration
+	FeedEmptyReadBudget                         float64
 	SafetySweepInterval                         time.Duration
 	OrchestrationDispatchers, WorkerDispatchers int
 	Logger                                      *zap.Logger
@@ -107,7 +108,8 @@ func (c testCfg) config() Config {
 			ReplicaID: c.ReplicaID,
 			Leases: &engine.LeaseOptions{Blocks: c.LeaseBlocks, Expiry: c.LeaseExpiry, HeartbeatInterval: c.HeartbeatInterval,
 				WatchActiveDelay: c.WatchActiveDelay, WatchIdleCeiling: c.WatchIdleCeiling, PartitionKeyValue: c.leasePartition},
-			Feed:                &engine.FeedOptions{ActiveDelay: c.FeedActiveDelay, IdleCeiling: c.FeedIdleCeiling, WarmHold: c.feedHold},
+			Feed: &engine.FeedOptions{ActiveDelay: c.FeedActiveDelay, IdleCeiling: c.FeedIdleCeiling, WarmHold: c.feedHold,
+				EmptyReadBudget: c.FeedEmptyReadBudget},
 			SafetySweepInterval: c.SafetySweepInterval,
 			IdleLeave:           c.idleLeave,
 			DisableHeads:        c.noHeads,
@@ -132,7 +134,9 @@ func eventConfig(container string) testCfg {
 	// packages on 2 cores) keeps heartbeating in time.
 	c.LeaseExpiry, c.HeartbeatInterval = 3*time.Second, 600*time.Millisecond
 	c.WatchActiveDelay, c.WatchIdleCeiling = 10*time.Millisecond, 100*time.Millisecond
-	c.FeedActiveDelay, c.FeedIdleCeiling = 10*time.Millisecond, 250*time.Millisecond
+	// 16 RU/s of 1 RU empty reads: each of the emulator's 4 physical
+	// partitions read every 250 ms while idle.
+	c.FeedActiveDelay, c.FeedEmptyReadBudget = 10*time.Millisecond, 16
 	c.SafetySweepInterval = 5 * time.Second
 	if os.Getenv("DURAFEED_TEST_PEER_WAKE") != "" {
 		// Every event-driven test with the peer wake channel on.
@@ -255,7 +259,6 @@ type eventFactory struct{}
 func (f *eventFactory) Open(t testing.TB, store string) durable.Provider {
 	cfg := eventConfig(store)
 	cfg.LeaseBlocks = 1
-	cfg.FeedIdleCeiling = 300 * time.Millisecond
 	cfg.leasePartition = "$leases-" + randomID()
 	cfg.joinEagerly = true
 	return openProvider(t, cfg)
