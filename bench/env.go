@@ -47,6 +47,9 @@ type EnvOptions struct {
 	// event-driven provider (RU per second; zero: the engine's default,
 	// negative: the back-off without a budget).
 	FeedBudget float64
+	// FeedReadsPerChange is engine.FeedOptions.ReadsPerChange (zero: the
+	// engine's default, negative: none).
+	FeedReadsPerChange float64
 }
 
 const defaultProbeSamples = 60

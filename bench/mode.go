@@ -53,7 +53,7 @@ func (e *Env) providerConfig(container string, m Mode) (provider.Config, error) 
 		return cfg, nil
 	case ModeEventDriven:
 		cfg.Mode = provider.ModeEventDriven
-		cfg.EventDriven = &engine.Options{Feed: &engine.FeedOptions{EmptyReadBudget: e.opts.FeedBudget}}
+		cfg.EventDriven = &engine.Options{Feed: &engine.FeedOptions{EmptyReadBudget: e.opts.FeedBudget, ReadsPerChange: e.opts.FeedReadsPerChange}}
 		if e.opts.PeerWake {
 			cfg.EventDriven.PeerWake = &engine.PeerWakeOptions{}
 		}
@@ -80,6 +80,21 @@ func feedBudget(b float64) float64 {
 		return engine.DefaultFeedEmptyReadBudget
 	}
 	return b
+}
+
+// readsPerChange is the ReadsPerChange an event-driven replica runs with
+// when configured with m (engine defaults: none with the peer wake
+// channel on).
+func readsPerChange(m float64, peerWake bool) float64 {
+	switch {
+	case m < 0:
+		return 0
+	case m > 0:
+		return m
+	case peerWake:
+		return 0
+	}
+	return engine.DefaultFeedReadsPerChange
 }
 
 // openProvider opens one replica.

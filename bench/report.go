@@ -206,8 +206,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 		s.PollInterval, s.PollTimeout, wake)
 	if s.FeedBudget > 0 {
 		p := s.PartitionCount
-		fmt.Fprintf(&b, "event-driven feed budget %.4g RU/s of empty reads: about %.0f requests and %.0f RU a minute per idle replica (1 RU a read), each of %d partitions read every %.2f s while idle\n",
-			s.FeedBudget, 60*s.FeedBudget, 60*s.FeedBudget, p, float64(p)/s.FeedBudget)
+		fmt.Fprintf(&b, "event-driven feed budget %.4g RU/s of empty reads: about %.0f requests and %.0f RU a minute per idle replica (1 RU a read), each of %d partitions read every %.2f s while idle; %.4g reads more per change delivered\n",
+			s.FeedBudget, 60*s.FeedBudget, 60*s.FeedBudget, p, float64(p)/s.FeedBudget, s.FeedReadsPerChange)
 	} else {
 		fmt.Fprintf(&b, "event-driven feed: back-off without a budget\n")
 	}

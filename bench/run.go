@@ -76,6 +76,9 @@ type Config struct {
 	// FeedBudget is the event-driven replicas' empty-read budget in RU per
 	// second (EnvOptions.FeedBudget; zero: the engine's default).
 	FeedBudget float64
+	// FeedReadsPerChange is the replicas' engine.FeedOptions.ReadsPerChange
+	// (zero: the engine's default).
+	FeedReadsPerChange float64
 
 	// PartitionCount is the number of physical partitions (default 4).
 	PartitionCount int
@@ -212,8 +215,10 @@ type Settings struct {
 	PeerWake        bool   `json:"peer_wake"`
 	// FeedBudget is the event-driven empty-read budget (RU/s; negative:
 	// the back-off).
-	FeedBudget  float64 `json:"feed_budget_ru_per_s"`
-	ChargeModel string  `json:"charge_model"`
+	FeedBudget float64 `json:"feed_budget_ru_per_s"`
+	// FeedReadsPerChange is the event-driven ReadsPerChange in effect.
+	FeedReadsPerChange float64 `json:"feed_reads_per_change"`
+	ChargeModel        string  `json:"charge_model"`
 }
 
 // EnvInfo describes one emulator.
@@ -259,7 +264,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			IdleWarmup: cfg.IdleWarmup.String(), IdleWindow: cfg.IdleWindow.String(), IdleSlices: cfg.IdleSlices,
 			PartitionCount: cfg.PartitionCount, Parallel: cfg.Parallel, Seed: cfg.Seed,
 			ActiveFeedDelay: activeFeedDelay().String(), ChargeModel: "knobs.DefaultChargeModel (simulated RU)", PeerWake: cfg.PeerWake,
-			FeedBudget: feedBudget(cfg.FeedBudget),
+			FeedBudget:         feedBudget(cfg.FeedBudget),
+			FeedReadsPerChange: readsPerChange(cfg.FeedReadsPerChange, cfg.PeerWake),
 		}}
 
 	var envs []*Env
@@ -269,7 +275,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}()
 	for _, lat := range cfg.Latencies {
-		e, err := StartEnv(ctx, EnvOptions{PartitionCount: cfg.PartitionCount, Latency: lat, PeerWake: cfg.PeerWake, FeedBudget: cfg.FeedBudget})
+		e, err := StartEnv(ctx, EnvOptions{PartitionCount: cfg.PartitionCount, Latency: lat, PeerWake: cfg.PeerWake, FeedBudget: cfg.FeedBudget,
+			FeedReadsPerChange: cfg.FeedReadsPerChange})
 		if err != nil {
 			return rep, err
 		}

@@ -2,6 +2,7 @@ package changefeed
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -18,6 +19,59 @@ const emptyChargeWeight = 0.1
 // defaultEmptyCharge is the charge assumed before any empty read is
 // measured: the service's charge for a change-feed read answered 304.
 const defaultEmptyCharge = 1.0
+
+// changeRateWindow is the time constant of the rate of changes that
+// raises the budget (Options.ReadsPerChange).
+const changeRateWindow = 2 * time.Second
+
+// minChanges is the decayed count below which the changes no longer
+// count: the budget is back to EmptyReadBudget exactly.
+const minChanges = 1e-3
+
+// noteChanges records n changes delivered to the handler at now.
+func (p *Processor) noteChanges(n int, now time.Time) {
+	if p.opts.ReadsPerChange <= 0 || n <= 0 {
+		return
+	}
+	p.budgetMu.Lock()
+	defer p.budgetMu.Unlock()
+	p.changes = p.decayedLocked(now) + float64(n)
+	p.changesAt = now
+}
+
+// decayedLocked is the decayed count of changes at now (its rate is the
+// count over changeRateWindow).
+func (p *Processor) decayedLocked(now time.Time) float64 {
+	if p.changes == 0 {
+		return 0
+	}
+	dt := now.Sub(p.changesAt)
+	if dt <= 0 {
+		return p.changes
+	}
+	v := p.changes * math.Exp(-float64(dt)/float64(changeRateWindow))
+	if v < minChanges {
+		return 0
+	}
+	return v
+}
+
+// changeRate is the rate of changes delivered, per second.
+func (p *Processor) changeRate(now time.Time) float64 {
+	p.budgetMu.Lock()
+	defer p.budgetMu.Unlock()
+	return p.decayedLocked(now) / changeRateWindow.Seconds()
+}
+
+// budget is the RU per second idle readers may spend now: the
+// EmptyReadBudget plus ReadsPerChange reads for each change seen.
+func (p *Processor) budget(c float64) float64 {
+	b := p.opts.EmptyReadBudget
+	if m := p.opts.ReadsPerChange; m > 0 {
+		b += m * c * p.changeRate(p.opts.Clock.Now())
+	}
+	return b
+}
 
 // noteEmptyCharge records the charge of a read that found nothing for the
 // handler.
@@ -48,12 +102,12 @@ func (p *Processor) meanEmptyCharge() float64 {
 // budgetPeriod is the pause of an idle reader under the budget: zero
 // without one.
 func (p *Processor) budgetPeriod() time.Duration {
-	b := p.opts.EmptyReadBudget
-	if b <= 0 {
+	if p.opts.EmptyReadBudget <= 0 {
 		return 0
 	}
 	n := max(1, p.partitionsRead())
-	d := time.Duration(float64(n) * p.meanEmptyCharge() / b * float64(time.Second))
+	c := p.meanEmptyCharge()
+	d := time.Duration(float64(n) * c / p.budget(c) * float64(time.Second))
 	return max(d, p.opts.ActiveDelay, minIdleBase)
 }
 

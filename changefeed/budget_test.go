@@ -99,3 +99,52 @@ func TestEmptyReadBudgetBoundsSpend(t *testing.T) {
 	require.NoError(t, e.write(context.Background(), key, 0))
 	rec.waitUntil(t, "the write's read", func() bool { return len(rec.all) == 1 })
 }
+
+// TestReadsPerChangeRaisesTheBudget: changes raise the budget by
+// ReadsPerChange reads each (decaying over seconds), so a reader that
+// just found changes idles for a fraction of its quiet period, and
+// returns to the quiet period once the changes are a few time constants
+// old.
+func TestReadsPerChangeRaisesTheBudget(t *testing.T) {
+	t.Parallel()
+	const budget = 0.5 // a read every 2 s when quiet
+	e := budgetEnv(t)
+	clk := newFakeClock()
+	p0 := pkRange(e.physical(t)[0])
+	rec := newRecorder()
+	p, err := changefeed.New(e.c, newMemSource(newMemStore().lease("p0", p0)), rec.handle, changefeed.Options{
+		ActiveDelay: 10 * time.Millisecond, EmptyReadBudget: budget, ReadsPerChange: 10, Clock: clk})
+	require.NoError(t, err)
+	run(t, p)
+	quiet := 2 * time.Second
+	tm := clk.next(t)
+	require.Equal(t, quiet, tm.d)
+
+	// Eight changes: a rate of 4 a second, so a budget of 0.5 + 10·4 RU/s
+	// and a period of about 25 ms.
+	keys := keysIn(t, "c", p0, 8)
+	e.writeAll(t, keys, 0, 1)
+	require.True(t, tm.fire())
+	tm = clk.next(t) // ActiveDelay after the changes
+	require.Equal(t, 8, len(rec.snapshot()))
+	require.True(t, tm.fire())
+	tm = clk.next(t)
+	require.Less(t, tm.d, 100*time.Millisecond, "a busy reader idles briefly")
+	require.Less(t, p.Stats().IdlePeriod, 100*time.Millisecond)
+
+	// Empty reads while the rate decays: the pause grows back to the
+	// quiet period (once on its phase again: the first pause of a longer
+	// period may be up to half a period longer).
+	atQuiet := 0
+	for i := 0; atQuiet < 3; i++ {
+		require.Less(t, i, 1000, "the pause never returned to the quiet period")
+		if tm.d == quiet {
+			atQuiet++
+		} else {
+			atQuiet = 0
+		}
+		require.True(t, tm.fire())
+		tm = clk.next(t)
+	}
+	require.Equal(t, 8, len(rec.snapshot()), "nothing new")
+}

@@ -98,6 +98,9 @@
 // half a period on average, a whole one at most, and the Processor's
 // idle spend is the budget whatever its number of leases. Reads that find
 // changes continue every ActiveDelay while they keep finding some.
+// Options.ReadsPerChange raises the budget with the work: each change
+// delivered adds that many reads' worth, decaying over about 2 s, so a
+// busy Processor reads more often and a quiet one spends the budget.
 // Stats.IdlePeriod and Stats.EmptyReadCharge say what the budget buys.
 //
 // The readers of one Processor pace themselves together:

@@ -128,6 +128,7 @@ func TestNewValidates(t *testing.T) {
 		"negative budget":      {EmptyReadBudget: -1},
 		"NaN budget":           {EmptyReadBudget: math.NaN()},
 		"infinite budget":      {EmptyReadBudget: math.Inf(1)},
+		"negative per change":  {EmptyReadBudget: 1, ReadsPerChange: -1},
 	} {
 		_, err := changefeed.New(e.c, src, h, o)
 		require.Error(t, err, name)

@@ -103,6 +103,16 @@ type Options struct {
 	// set, still holds readers at ActiveDelay (reads the budget does not
 	// count). Zero (the default): the back-off.
 	EmptyReadBudget float64
+	// ReadsPerChange, with EmptyReadBudget, raises the budget with the
+	// work: every change delivered to the handler adds ReadsPerChange
+	// reads' worth, so that the budget is EmptyReadBudget +
+	// ReadsPerChange·c·r, r the rate of changes delivered (documents a
+	// second, decaying with a 2 s time constant). A busy Processor so
+	// reads its partitions more often the more changes it sees (about
+	// ReadsPerChange reads per change, down to ActiveDelay between
+	// reads), and returns to EmptyReadBudget within seconds of the work
+	// stopping. Zero (the default): the budget alone.
+	ReadsPerChange float64
 	// WarmHold keeps readers from backing off while the processor is
 	// warm: for WarmHold after the processor last saw a change in any of
 	// its ranges or was woken by Wake, every reader that finds nothing
@@ -244,6 +254,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.EmptyReadBudget < 0 || math.IsNaN(o.EmptyReadBudget) || math.IsInf(o.EmptyReadBudget, 0) {
 		return o, fmt.Errorf("changefeed: EmptyReadBudget %v is not a positive number of RU per second", o.EmptyReadBudget)
+	}
+	if o.ReadsPerChange < 0 || math.IsNaN(o.ReadsPerChange) || math.IsInf(o.ReadsPerChange, 0) {
+		return o, fmt.Errorf("changefeed: ReadsPerChange %v is not a positive number", o.ReadsPerChange)
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

@@ -102,6 +102,10 @@ type Processor struct {
 	// reads that found nothing (0: none measured yet).
 	budgetMu    sync.Mutex
 	emptyCharge float64
+	// changes is the count of changes delivered, decayed to changesAt
+	// (Options.ReadsPerChange).
+	changes   float64
+	changesAt time.Time
 
 	stats counters
 	// epoch is when New ran: the origin of the readers' phases.

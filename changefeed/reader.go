@@ -538,6 +538,7 @@ func (r *reader) cycle(ctx context.Context) (cycleResult, error) {
 				}
 				r.p.stats.batches.Add(1)
 				r.p.stats.documents.Add(int64(len(b.Documents)))
+				r.p.noteChanges(len(b.Documents), r.p.opts.Clock.Now())
 				res.docs = true
 			} else if r.pendingCont != "" {
 				r.pendingCont = cont // covered by the checkpoint already due

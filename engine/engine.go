@@ -330,6 +330,7 @@ func (e *Engine) startSession() (*session, error) {
 		IdleCeiling:        e.opts.Feed.IdleCeiling,
 		WarmHold:           e.opts.Feed.WarmHold,
 		EmptyReadBudget:    max(0, e.opts.Feed.EmptyReadBudget),
+		ReadsPerChange:     e.opts.Feed.ReadsPerChange,
 		StartFrom:          changefeed.StartFromNow(),
 		OnPositioned:       func(id string) { e.onPositioned(s, id) },
 		Filter:             relevantDoc,

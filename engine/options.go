@@ -98,6 +98,14 @@ type FeedOptions struct {
 	// ActiveDelay while they keep finding them. Negative: no budget, the
 	// back-off from ActiveDelay to IdleCeiling with WarmHold instead.
 	EmptyReadBudget float64
+	// ReadsPerChange raises the budget with the work: each change the
+	// feed delivers adds that many reads' worth, decaying over about 2 s
+	// (changefeed.Options.ReadsPerChange), so that a busy replica reads
+	// its partitions more often, down to ActiveDelay, and a quiet one
+	// spends EmptyReadBudget. Default DefaultFeedReadsPerChange (10)
+	// with the peer wake channel off; none with it on, since wakes then
+	// come over the channel. Negative: none.
+	ReadsPerChange float64
 	// ActiveDelay (default 20 ms) is the pause between reads while changes
 	// flow. IdleCeiling (default 4 s) is the longest pause of an idle
 	// reader when EmptyReadBudget is negative (the back-off doubles from
@@ -125,6 +133,7 @@ const (
 	DefaultFeedIdleCeiling     = 4 * time.Second
 	DefaultFeedWarmHold        = 2 * time.Second
 	DefaultFeedEmptyReadBudget = 1.5
+	DefaultFeedReadsPerChange  = 10.0
 	DefaultCheckpointInterval  = 5 * time.Second
 	DefaultSafetySweepInterval = 60 * time.Second
 	DefaultIdleLeave           = 5 * time.Second
@@ -177,6 +186,14 @@ func (o Options) withDefaults() (Options, error) {
 		f.EmptyReadBudget = DefaultFeedEmptyReadBudget
 	case math.IsNaN(f.EmptyReadBudget) || math.IsInf(f.EmptyReadBudget, 0):
 		return o, fmt.Errorf("engine: FeedOptions.EmptyReadBudget %v is not a number of RU per second", f.EmptyReadBudget)
+	}
+	switch {
+	case math.IsNaN(f.ReadsPerChange) || math.IsInf(f.ReadsPerChange, 0):
+		return o, fmt.Errorf("engine: FeedOptions.ReadsPerChange %v is not a number", f.ReadsPerChange)
+	case f.ReadsPerChange < 0:
+		f.ReadsPerChange = 0
+	case f.ReadsPerChange == 0 && o.PeerWake == nil:
+		f.ReadsPerChange = DefaultFeedReadsPerChange
 	}
 	if f.WarmHold == 0 {
 		f.WarmHold = -1

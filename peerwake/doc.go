@@ -124,7 +124,9 @@
 // delivered over any T (by default 2000 a second), and a wake only makes
 // the owner look at an instance: at most one read of it (the engine's
 // fetch of an instance with no work), fewer when wakes for one instance
-// coalesce. Such a
+// coalesce; a HubLeases wake makes the owner read its lease partition's
+// change feed, at most once per the lease watch's active delay (50 ms by
+// default in the engine, 1 RU a read) however many arrive. Such a
 // principal can read every instance's data anyway. Rotating secrets (a new
 // receiver incarnation, or SetSecret plus a heartbeat update) cuts off a
 // principal whose read access was revoked.
