@@ -146,6 +146,10 @@ type LatencyResult struct {
 	// per minute: what the latency cost.
 	FeedReadsPerMin float64 `json:"feed_reads_per_min"`
 	RUPerMin        float64 `json:"ru_per_min"`
+	// RUPerWake is the same charge per kept sample: the cost to compare
+	// between modes, since a loop with one item in flight runs as fast
+	// as its wakes (a faster mode does more work a minute).
+	RUPerWake float64 `json:"ru_per_wake"`
 }
 
 // RunLatency runs one latency scenario in a container of its own and
@@ -224,6 +228,9 @@ func (e *Env) RunLatency(ctx context.Context, s LatencyScenario) (res LatencyRes
 			u := e.usage(container).sub(u0)
 			res.FeedReadsPerMin = round2(float64(u.ByOperation["ChangeFeed"].Requests) / mins)
 			res.RUPerMin = round2(u.RequestCharge / mins)
+			if len(samples) > 0 {
+				res.RUPerWake = round2(u.RequestCharge / float64(len(samples)))
+			}
 		}
 	}()
 	for i := range s.Warmup + s.Samples {

@@ -92,6 +92,22 @@ func evaluateTargets(r *Report) []TargetResult {
 					Note: fmt.Sprintf("bare wakes' p99 %.2f ms; ≤ %.2f ms with back-to-back round trips", env.BareWakeP99MS, strict)})
 			}
 		}
+		// The sweep's targets, on each closed-loop case too (cost per
+		// wake: one item in flight, so a faster mode does more a minute).
+		for _, c := range []Case{CaseWakeRemote, CaseWakeRemoteBusy, CaseWakeLocal, CaseTimer} {
+			ed, poll := r.findLatency(lat, c, ModeEventDriven), r.findLatency(lat, c, ModePolling)
+			if ed == nil || poll == nil {
+				continue
+			}
+			ok := ed.N > 0 && ed.Lost == 0
+			out = append(out,
+				TargetResult{Target: "case p99 ≤ 1/4 of polling", Subject: string(c), InjectedLatencyMS: lat,
+					Want: fmt.Sprintf("≤ %.2f ms", poll.P99MS/4), Got: fmt.Sprintf("%.2f ms vs %.2f ms", ed.P99MS, poll.P99MS),
+					Met: ok && ed.P99MS <= poll.P99MS/4},
+				TargetResult{Target: "case RU per wake ≤ polling", Subject: string(c), InjectedLatencyMS: lat,
+					Want: fmt.Sprintf("≤ %.2f", poll.RUPerWake), Got: fmt.Sprintf("%.2f (%.0f vs %.0f RU/min)", ed.RUPerWake, ed.RUPerMin, poll.RUPerMin),
+					Met: ok && ed.RUPerWake <= poll.RUPerWake})
+		}
 		for _, n := range replicaCounts(r) {
 			ed, poll := r.findIdle(lat, n, ModeEventDriven), r.findIdle(lat, n, ModePolling)
 			if ed == nil || poll == nil {
@@ -223,10 +239,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.Latency) > 0 {
 		fmt.Fprintf(w, "\nWake latency (enqueue return → fetch return) and timer lateness (fetch − (enqueue + delay)), ms\n")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "injected\tcase\tmode\tn\tp50\tp90\tp99\tmax\tlost\tfeed reads/min\tRU/min\t")
+		fmt.Fprintln(tw, "injected\tcase\tmode\tn\tp50\tp90\tp99\tmax\tlost\tfeed reads/min\tRU/min\tRU/wake\t")
 		for _, l := range r.Latency {
-			fmt.Fprintf(tw, "%vms\t%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.0f\t%.0f\t\n", l.InjectedLatencyMS, l.Case, l.Mode, l.N, l.P50MS, l.P90MS,
-				l.P99MS, l.MaxMS, l.Lost, l.FeedReadsPerMin, l.RUPerMin)
+			fmt.Fprintf(tw, "%vms\t%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.0f\t%.0f\t%.2f\t\n", l.InjectedLatencyMS, l.Case, l.Mode, l.N, l.P50MS, l.P90MS,
+				l.P99MS, l.MaxMS, l.Lost, l.FeedReadsPerMin, l.RUPerMin, l.RUPerWake)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

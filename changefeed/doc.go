@@ -93,7 +93,7 @@
 // spend a fixed number of request units per second on reads that find
 // nothing. The pause of an idle reader is then P·c/budget (P the physical
 // partitions the Processor's leases overlap, c the measured mean charge
-// of such a read), partition k of the container's N read at k/N of that
+// of a read answered 304), partition k of the container's N read at k/N of that
 // period, so the reads are evenly spaced: a change on an idle range waits
 // half a period on average, a whole one at most, and the Processor's
 // idle spend is the budget whatever its number of leases. Reads that find

@@ -90,7 +90,8 @@ type Options struct {
 	// reads that find nothing for the handler. An idle reader then reads
 	// once per budget period, P·c/EmptyReadBudget, where P is the number
 	// of physical partitions the Processor's leases overlap and c the mean
-	// charge of its recent empty reads (1 RU until one is measured), and
+	// charge of its recent reads that returned nothing (304; 1 RU until
+	// one is measured), and
 	// the reads of a container's N physical partitions are spread evenly
 	// over the period (partition k at k/N of it) instead of bunching. A
 	// read that finds changes is followed after ActiveDelay, and so on
@@ -98,6 +99,10 @@ type Options struct {
 	// reader to the period. A change on an idle range so waits half a
 	// period on average and a whole one at most (plus a read), while the
 	// Processor spends EmptyReadBudget whatever the number of leases.
+	// A read that returns only documents the Filter drops paces as an
+	// empty one, but what it costs above a 304 is not counted: that
+	// surplus follows the writes (the Processor's own, or the lease
+	// documents beside the data), not the schedule.
 	// IdleCeiling, BackoffFactor, Jitter and the shared back-off do not
 	// apply to such readers; Wake still reads at once, and WarmHold, if
 	// set, still holds readers at ActiveDelay (reads the budget does not

@@ -520,13 +520,11 @@ func (r *reader) cycle(ctx context.Context) (cycleResult, error) {
 			rid = rr.rid
 		}
 		next := slices.Concat(cur[:i:i], rr.pos, cur[i+1:])
-		found := false
 		if len(rr.docs) > 0 {
 			docs := rr.docs
 			if f := r.p.opts.Filter; f != nil {
 				docs = filterDocs(docs, f)
 			}
-			found = len(docs) > 0
 			cont := encodeToken(rid, next)
 			if len(docs) > 0 {
 				b := Batch{LeaseID: r.id, Range: rr.from, Documents: docs, Continuation: cont}
@@ -547,8 +545,8 @@ func (r *reader) cycle(ctx context.Context) (cycleResult, error) {
 		if rr.more {
 			res.full = true
 		}
-		if !other && !found && !rr.more {
-			r.p.noteEmptyCharge(rr.charge)
+		if !other && len(rr.docs) == 0 {
+			r.p.noteEmptyCharge(rr.charge) // a 304: the budget's unit
 		}
 		r.commit(next, rr)
 		cur = next
