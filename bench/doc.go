@@ -78,5 +78,20 @@
 // least 20 times lower than polling's; event-driven p99 wake latency at
 // most the active feed delay (provider.DefaultFeedActiveDelay) plus five
 // isolated round trips; idle simulated charge per replica at most a fifth
-// of polling's.
+// of polling's; and the sweep's targets on every case (p99 at most a
+// quarter of polling's, cost per wake at most polling's: a closed loop
+// does more work a minute the faster its wakes are).
+//
+// The sweep (RunSweep, -sweep) is open-loop instead: items from another
+// provider's client at Poisson arrival times fixed in advance by the
+// seed (so both modes see the same arrivals), or a burst of them at once
+// after a quiet minute; every request of the container is charged over
+// windows of equal length. Its targets per load: event-driven p50 at
+// least 10× below polling's (20× where polling's is above 100 ms) or
+// within 2× of the floor, p99 at most a quarter of polling's, RU a minute
+// at most polling's. The floor of a Poisson load is FetchFloor (a fetch of
+// work already signalled); that of a burst is BurstFloor (a burst the
+// replica writes itself, each item waiting only for the fetches ahead of
+// it). Fast loads and the burst run one at a time, slow loads beside
+// them.
 package bench
