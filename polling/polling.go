@@ -61,13 +61,23 @@ type Dispatcher struct {
 	orch *localShares
 	work *localShares
 
+	every  time.Duration
+	ctx    context.Context // cancelled by Close
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
 	closed sync.Once
+
+	// mu guards reconciling and done: the reconciler starts at the first
+	// fetch, never after Close.
+	mu          sync.Mutex
+	reconciling bool
+	done        bool
 }
 
 // New returns a Dispatcher over s, delivering intents through an outbox
-// of its own, and starts its reconciler; Close stops it.
+// of its own. Its reconciler starts at the first fetch, so a provider used
+// only as a client (which never fetches) never scans the container; Close
+// stops it.
 func New(s *store.Store, o Options) *Dispatcher {
 	if o.ReconcileInterval <= 0 {
 		o.ReconcileInterval = DefaultReconcileInterval
@@ -77,14 +87,33 @@ func New(s *store.Store, o Options) *Dispatcher {
 	}
 	d := &Dispatcher{s: s, out: outbox.New(s, o.Logger, nil), log: o.Logger,
 		orch: newLocalShares(o.OrchestrationDispatchers), work: newLocalShares(o.WorkerDispatchers)}
-	ctx, cancel := context.WithCancel(context.Background())
-	d.stop = cancel
+	d.every = o.ReconcileInterval
+	d.ctx, d.stop = context.WithCancel(context.Background())
+	return d
+}
+
+// startReconciler starts the reconciler once, at the first fetch, unless
+// the Dispatcher is closed.
+func (d *Dispatcher) startReconciler() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.reconciling || d.done {
+		return
+	}
+	d.reconciling = true
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
-		d.reconcileLoop(ctx, o.ReconcileInterval)
+		d.reconcileLoop(d.ctx, d.every)
 	}()
-	return d
+}
+
+// Reconciling reports whether the reconciler runs: from the first fetch
+// until Close.
+func (d *Dispatcher) Reconciling() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.reconciling && !d.done
 }
 
 // FetchOrchestrationItem implements durable.Provider's fetch: it scans
@@ -93,6 +122,7 @@ func New(s *store.Store, o Options) *Dispatcher {
 // locked (pollTimeout is not waited; ctx is honoured).
 func (d *Dispatcher) FetchOrchestrationItem(ctx context.Context, lockTimeout, _ time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, error) {
 	const op = "fetch_orchestration_item"
+	d.startReconciler()
 	sh, release, err := d.orch.acquire(ctx)
 	if err != nil {
 		return nil, durable.Retryable(op, err, "cancelled")
@@ -127,6 +157,7 @@ func (d *Dispatcher) FetchOrchestrationItem(ctx context.Context, lockTimeout, _ 
 // FetchOrchestrationItem: one query over a share, no waiting).
 func (d *Dispatcher) FetchWorkItem(ctx context.Context, lockTimeout, _ time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter) (*durable.LockedWorkItem, error) {
 	const op = "fetch_work_item"
+	d.startReconciler()
 	if tags.Mode() == durable.TagsNone {
 		return nil, nil
 	}
@@ -153,6 +184,9 @@ func (d *Dispatcher) Committed(ctx context.Context, c store.Commit) {
 // another replica must take over, so graceful or not is the same.
 func (d *Dispatcher) Close(bool) {
 	d.closed.Do(func() {
+		d.mu.Lock()
+		d.done = true
+		d.mu.Unlock()
 		d.stop()
 		d.wg.Wait()
 	})
