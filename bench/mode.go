@@ -53,10 +53,7 @@ func (e *Env) providerConfig(container string, m Mode) (provider.Config, error) 
 		return cfg, nil
 	case ModeEventDriven:
 		cfg.Mode = provider.ModeEventDriven
-		cfg.EventDriven = &engine.Options{Feed: &engine.FeedOptions{EmptyReadBudget: e.opts.FeedBudget, ReadsPerChange: e.opts.FeedReadsPerChange}}
-		if e.opts.PeerWake {
-			cfg.EventDriven.PeerWake = &engine.PeerWakeOptions{}
-		}
+		cfg.EventDriven = engineOptions(e.opts.PeerWake, e.opts.FeedBudget, e.opts.FeedReadsPerChange)
 		return cfg, nil
 	}
 	return cfg, fmt.Errorf("bench: unknown mode %q", m)
@@ -73,28 +70,15 @@ func clientMode(m Mode) Mode { return m }
 // trips).
 func activeFeedDelay() time.Duration { return engine.DefaultFeedActiveDelay }
 
-// feedBudget is the empty-read budget an event-driven replica runs with
-// when configured with b.
-func feedBudget(b float64) float64 {
-	if b == 0 {
-		return engine.DefaultFeedEmptyReadBudget
+// engineOptions is the engine configuration of an event-driven replica:
+// engine defaults except for the peer wake channel and the feed's
+// spending (zero: the engine's defaults).
+func engineOptions(peerWake bool, budget, perChange float64) *engine.Options {
+	o := &engine.Options{Feed: &engine.FeedOptions{EmptyReadBudget: budget, ReadsPerChange: perChange}}
+	if peerWake {
+		o.PeerWake = &engine.PeerWakeOptions{}
 	}
-	return b
-}
-
-// readsPerChange is the ReadsPerChange an event-driven replica runs with
-// when configured with m (engine defaults: none with the peer wake
-// channel on).
-func readsPerChange(m float64, peerWake bool) float64 {
-	switch {
-	case m < 0:
-		return 0
-	case m > 0:
-		return m
-	case peerWake:
-		return 0
-	}
-	return engine.DefaultFeedReadsPerChange
+	return o
 }
 
 // openProvider opens one replica.

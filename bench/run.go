@@ -264,9 +264,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			IdleWarmup: cfg.IdleWarmup.String(), IdleWindow: cfg.IdleWindow.String(), IdleSlices: cfg.IdleSlices,
 			PartitionCount: cfg.PartitionCount, Parallel: cfg.Parallel, Seed: cfg.Seed,
 			ActiveFeedDelay: activeFeedDelay().String(), ChargeModel: "knobs.DefaultChargeModel (simulated RU)", PeerWake: cfg.PeerWake,
-			FeedBudget:         feedBudget(cfg.FeedBudget),
-			FeedReadsPerChange: readsPerChange(cfg.FeedReadsPerChange, cfg.PeerWake),
 		}}
+	eo, err := engineOptions(cfg.PeerWake, cfg.FeedBudget, cfg.FeedReadsPerChange).WithDefaults()
+	if err != nil {
+		return rep, fmt.Errorf("bench: event-driven settings: %w", err)
+	}
+	rep.Settings.FeedBudget, rep.Settings.FeedReadsPerChange = eo.Feed.EmptyReadBudget, eo.Feed.ReadsPerChange
 
 	var envs []*Env
 	defer func() {
@@ -407,18 +410,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 			rep.Environments[i].FetchFloorMS = round2(ms(floor))
 			progress("fetch floor with %v injected: %v", e.Latency(), floor.Round(time.Microsecond))
-			for _, l := range cfg.Sweep {
-				if l.Burst <= 0 {
-					continue
-				}
-				bf, err := e.BurstFloor(ctx, l.Burst, cfg.SweepDispatchers, cfg.Fetch, cfg.Seed)
+			if k := slices.IndexFunc(cfg.Sweep, func(l SweepLoad) bool { return l.Burst > 0 }); k >= 0 {
+				n := cfg.Sweep[k].Burst
+				bf, err := e.BurstFloor(ctx, n, cfg.SweepDispatchers, cfg.Fetch, cfg.Seed)
 				if err != nil {
 					fail(fmt.Sprintf("burst floor at %v", e.Latency()), err)
-					break
+					continue
 				}
 				rep.Environments[i].BurstFloorMS = round2(ms(bf))
-				progress("burst floor (%d items) with %v injected: %v", l.Burst, e.Latency(), bf.Round(time.Microsecond))
-				break
+				progress("burst floor (%d items) with %v injected: %v", n, e.Latency(), bf.Round(time.Microsecond))
 			}
 		}
 		var fast, slow []func()

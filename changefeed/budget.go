@@ -99,22 +99,24 @@ func (p *Processor) meanEmptyCharge() float64 {
 	return p.emptyCharge
 }
 
-// budgetPeriod is the pause of an idle reader under the budget: zero
-// without one.
-func (p *Processor) budgetPeriod() time.Duration {
+// budgetPeriod is the pause of an idle reader under the budget (zero
+// without one), also kept for Stats.IdlePeriod.
+func (p *Processor) budgetPeriod(ctx context.Context) time.Duration {
 	if p.opts.EmptyReadBudget <= 0 {
 		return 0
 	}
-	n := max(1, p.partitionsRead())
+	n := max(1, p.partitionsRead(ctx))
 	c := p.meanEmptyCharge()
 	d := time.Duration(float64(n) * c / p.budget(c) * float64(time.Second))
-	return max(d, p.opts.ActiveDelay, minIdleBase)
+	d = max(d, p.opts.ActiveDelay, minIdleBase)
+	p.idlePeriod.Store(int64(d))
+	return d
 }
 
 // partitionsRead counts the container's physical partitions that the
 // running readers' leases overlap (zero when they cannot be listed).
-func (p *Processor) partitionsRead() int {
-	phys, err := p.physicalRanges(context.Background())
+func (p *Processor) partitionsRead(ctx context.Context) int {
+	phys, err := p.physicalRanges(ctx)
 	if err != nil {
 		return 0
 	}

@@ -91,9 +91,9 @@ type Options struct {
 	// once per budget period, P·c/EmptyReadBudget, where P is the number
 	// of physical partitions the Processor's leases overlap and c the mean
 	// charge of its recent reads that returned nothing (304; 1 RU until
-	// one is measured), and
-	// the reads of a container's N physical partitions are spread evenly
-	// over the period (partition k at k/N of it) instead of bunching. A
+	// one is measured), and the reads of a container's N physical
+	// partitions are spread evenly over the period (partition k at k/N of
+	// it) instead of bunching. A
 	// read that finds changes is followed after ActiveDelay, and so on
 	// while reads keep finding changes; the first empty one returns the
 	// reader to the period. A change on an idle range so waits half a

@@ -106,6 +106,8 @@ type Processor struct {
 	// (Options.ReadsPerChange).
 	changes   float64
 	changesAt time.Time
+	// idlePeriod is the budget period an idle reader last took (ns).
+	idlePeriod atomic.Int64
 
 	stats counters
 	// epoch is when New ran: the origin of the readers' phases.
@@ -499,9 +501,10 @@ type Stats struct {
 	// a span covering the lease's range brought its changes (see
 	// Options.SeparateReads).
 	SharedPages int64
-	// IdlePeriod is the pause of an idle reader under
-	// Options.EmptyReadBudget now (zero without a budget), and
-	// EmptyReadCharge the mean charge of an empty read it assumes.
+	// IdlePeriod is the pause an idle reader last took under
+	// Options.EmptyReadBudget (zero without a budget, or before any
+	// reader idled), and EmptyReadCharge the mean charge of an empty read
+	// the budget assumes.
 	IdlePeriod      time.Duration
 	EmptyReadCharge float64
 }
@@ -532,7 +535,7 @@ func (p *Processor) Stats() Stats {
 		Wakes:            s.wakes.Load(),
 		SkippedReads:     s.skippedReads.Load(),
 		SharedPages:      s.sharedPages.Load(),
-		IdlePeriod:       p.budgetPeriod(),
+		IdlePeriod:       time.Duration(p.idlePeriod.Load()),
 		EmptyReadCharge:  p.meanEmptyCharge(),
 	}
 }

@@ -192,7 +192,7 @@ func (r *reader) loop(ctx context.Context) (err error) {
 			case r.warm():
 				delay, idle, empty = o.ActiveDelay, false, 0
 			case o.EmptyReadBudget > 0:
-				delay, idle, empty = r.p.budgetPeriod(), false, 0
+				delay, idle, empty = r.p.budgetPeriod(ctx), false, 0
 				period = delay
 			default:
 				empty++
@@ -545,9 +545,6 @@ func (r *reader) cycle(ctx context.Context) (cycleResult, error) {
 		if rr.more {
 			res.full = true
 		}
-		if !other && len(rr.docs) == 0 {
-			r.p.noteEmptyCharge(rr.charge) // a 304: the budget's unit
-		}
 		r.commit(next, rr)
 		cur = next
 		i += len(rr.pos)
@@ -810,7 +807,6 @@ type readResult struct {
 	more   bool  // the page was full: more changes follow
 	latest int64 // the partition's latest LSN, -1 if unknown
 	status int
-	charge float64     // the read's request charge
 	page   *sharedPage // the page shared with siblings (a widened read)
 }
 
@@ -865,8 +861,7 @@ func (p *Processor) readPage(ctx context.Context, by *reader, rid string, pos po
 		p.forgetPhysical()
 		return res, err
 	}
-	res.charge = float64(resp.RequestCharge)
-	p.stats.chargeMilli.Add(int64(math.Round(res.charge * 1000)))
+	p.stats.chargeMilli.Add(int64(math.Round(float64(resp.RequestCharge) * 1000)))
 	rid2, ps, err := decodeToken(resp.ContinuationToken)
 	if err != nil {
 		return res, fmt.Errorf("changefeed: unexpected continuation from ReadChangeFeed: %w", err)
@@ -893,6 +888,7 @@ func (p *Processor) readPage(ctx context.Context, by *reader, rid string, pos po
 	}
 	if len(resp.Items) == 0 {
 		p.stats.emptyReads.Add(1)
+		p.noteEmptyCharge(float64(resp.RequestCharge)) // a 304: the budget's unit
 	} else {
 		res.docs = make([]json.RawMessage, len(resp.Items))
 		for i, it := range resp.Items {

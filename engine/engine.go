@@ -206,7 +206,7 @@ type hintState struct {
 // starts nothing: the replica joins dispatch at its first
 // FetchOrchestrationItem (or Join).
 func New(s *store.Store, o Options) (*Engine, error) {
-	o, err := o.withDefaults()
+	o, err := o.WithDefaults()
 	if err != nil {
 		return nil, err
 	}

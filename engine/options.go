@@ -139,9 +139,11 @@ const (
 	DefaultIdleLeave           = 5 * time.Second
 )
 
-// withDefaults returns a copy of o with every default filled in (its
-// sub-structs copied, never shared with the caller).
-func (o Options) withDefaults() (Options, error) {
+// WithDefaults returns a copy of o with every default filled in (its
+// sub-structs copied, never shared with the caller), as New applies
+// them (an empty ReplicaID gets a fresh one), or the error New would
+// return for o: what a configuration amounts to, for a report or a check.
+func (o Options) WithDefaults() (Options, error) {
 	var l LeaseOptions
 	if o.Leases != nil {
 		l = *o.Leases

@@ -38,7 +38,7 @@ func TestOptionsDefaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.in.withDefaults()
+			got, err := tt.in.WithDefaults()
 			require.NoError(t, err)
 			require.Equal(t, tt.budget, got.Feed.EmptyReadBudget)
 			require.Equal(t, tt.perChange, got.Feed.ReadsPerChange)
@@ -51,9 +51,9 @@ func TestOptionsDefaults(t *testing.T) {
 func TestOptionsRejectBadBudget(t *testing.T) {
 	t.Parallel()
 	for _, b := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
-		_, err := Options{Feed: &FeedOptions{EmptyReadBudget: b}}.withDefaults()
+		_, err := Options{Feed: &FeedOptions{EmptyReadBudget: b}}.WithDefaults()
 		require.ErrorContains(t, err, "EmptyReadBudget")
-		_, err = Options{Feed: &FeedOptions{ReadsPerChange: b}}.withDefaults()
+		_, err = Options{Feed: &FeedOptions{ReadsPerChange: b}}.WithDefaults()
 		require.ErrorContains(t, err, "ReadsPerChange")
 	}
 }

@@ -151,11 +151,12 @@ func TestPeerWakeForgedIsRefused(t *testing.T) {
 	require.Nil(t, item)
 }
 
-// TestPeerWakeCarriesHandOffs: with the lease watch idling for an hour
-// (and its safety re-read minutes away), replicas learn of each other's
-// lease writes only through the channel's lease kicks: a newcomer's steal
-// requests reach the owner, the owner's hand-offs reach the newcomer, and
-// a graceful leave hands every lease to the one left.
+// TestPeerWakeCarriesHandOffs: with the lease watch's ceiling an hour
+// (and its safety re-read minutes away), a newcomer's steal requests, the
+// owner's hand-offs and a graceful leave are announced over the channel
+// (kicks sent and received) and ownership converges each time. A freshly
+// started watch still reads often while its pause doubles towards the
+// ceiling, so this shows that the kicks arrive, not the wait they save.
 func TestPeerWakeCarriesHandOffs(t *testing.T) {
 	t.Parallel()
 	cfg := replicaConfig(freshContainer("peerwake-handoff"))
