@@ -28,16 +28,29 @@ import (
 
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/outbox"
+	"github.com/durafeed/durafeed/slots"
 	"github.com/durafeed/durafeed/store"
 )
 
 // Options configures a Dispatcher. Zero values take the defaults.
 type Options struct {
-	// OrchestrationDispatchers and WorkerDispatchers split the dispatch
-	// slots into that many contiguous shares per queue, so that concurrent
-	// fetchers scan disjoint slots (default 1: every fetch scans all).
+	// OrchestrationDispatchers and WorkerDispatchers are the concurrent
+	// fetches this replica runs per queue (a runtime's
+	// OrchestrationConcurrency and WorkerConcurrency; default 1). The
+	// dispatch slots are split into that many contiguous shares and each
+	// fetch scans its own share first, so concurrent fetches rarely race
+	// for the same candidates; a fetch whose share has nothing it can
+	// lock scans every slot before it returns nil, so an empty share
+	// never idles a fetch while other slots have work.
 	OrchestrationDispatchers int
 	WorkerDispatchers        int
+	// PollInterval is how often one fetch loop should query while it
+	// finds no work: the seeds' short polling at one query a second
+	// (default 1 s, DefaultPollInterval). Fetches never wait (the
+	// seeds' short-polling contract); the provider states the interval
+	// (Dispatcher.PollInterval, durable.PollPacer) and a runtime's
+	// dispatcher loop pauses for it after an empty fetch.
+	PollInterval time.Duration
 	// ReconcileInterval is the period of the repair pass over undelivered
 	// outbox intents, unpublished large turns and interrupted deletions
 	// (default 2 s). How old such a record must be before the pass takes
@@ -46,6 +59,10 @@ type Options struct {
 	// Logger receives operational logs (default none).
 	Logger *zap.Logger
 }
+
+// DefaultPollInterval is the default Options.PollInterval: the seeds'
+// short polling at one query a second per fetch loop.
+const DefaultPollInterval = time.Second
 
 // DefaultReconcileInterval is the default Options.ReconcileInterval.
 const DefaultReconcileInterval = 2 * time.Second
@@ -62,6 +79,7 @@ type Dispatcher struct {
 	work *localShares
 
 	every  time.Duration
+	poll   time.Duration
 	ctx    context.Context // cancelled by Close
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
@@ -82,12 +100,15 @@ func New(s *store.Store, o Options) *Dispatcher {
 	if o.ReconcileInterval <= 0 {
 		o.ReconcileInterval = DefaultReconcileInterval
 	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
+	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
 	d := &Dispatcher{s: s, out: outbox.New(s, o.Logger, nil), log: o.Logger,
 		orch: newLocalShares(o.OrchestrationDispatchers), work: newLocalShares(o.WorkerDispatchers)}
-	d.every = o.ReconcileInterval
+	d.every, d.poll = o.ReconcileInterval, o.PollInterval
 	d.ctx, d.stop = context.WithCancel(context.Background())
 	return d
 }
@@ -116,10 +137,16 @@ func (d *Dispatcher) Reconciling() bool {
 	return d.reconciling && !d.done
 }
 
+// PollInterval is Options.PollInterval: how often one fetch loop should
+// query while it finds no work.
+func (d *Dispatcher) PollInterval() time.Duration { return d.poll }
+
 // FetchOrchestrationItem implements durable.Provider's fetch: it scans
-// the slots of one share for visible, unlocked messages, tries the
-// instances of the oldest ones, and returns nil at once when none can be
-// locked (pollTimeout is not waited; ctx is honoured).
+// the slots of one share for visible, unlocked messages and tries the
+// instances of the oldest ones; when none can be locked it scans every
+// slot the same way (with more than one share), and returns nil at once
+// when that finds none either (pollTimeout is not waited; ctx is
+// honoured).
 func (d *Dispatcher) FetchOrchestrationItem(ctx context.Context, lockTimeout, _ time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, error) {
 	const op = "fetch_orchestration_item"
 	d.startReconciler()
@@ -128,6 +155,16 @@ func (d *Dispatcher) FetchOrchestrationItem(ctx context.Context, lockTimeout, _ 
 		return nil, durable.Retryable(op, err, "cancelled")
 	}
 	defer release()
+	item, err := d.lockOrchIn(ctx, sh, lockTimeout, filter)
+	if item != nil || err != nil || sh.All() {
+		return item, err
+	}
+	return d.lockOrchIn(ctx, slots.All(), lockTimeout, filter)
+}
+
+// lockOrchIn runs the orchestrator candidate query over the block and
+// locks the first instance it can, trying at most maxLockAttempts.
+func (d *Dispatcher) lockOrchIn(ctx context.Context, sh slots.Block, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (*durable.OrchestrationItem, error) {
 	cands, err := d.s.OrchCandidates(ctx, sh)
 	if err != nil {
 		return nil, err
@@ -154,7 +191,7 @@ func (d *Dispatcher) FetchOrchestrationItem(ctx context.Context, lockTimeout, _ 
 }
 
 // FetchWorkItem implements durable.Provider's fetch (as
-// FetchOrchestrationItem: one query over a share, no waiting).
+// FetchOrchestrationItem: its share, then every slot; no waiting).
 func (d *Dispatcher) FetchWorkItem(ctx context.Context, lockTimeout, _ time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter) (*durable.LockedWorkItem, error) {
 	const op = "fetch_work_item"
 	d.startReconciler()
@@ -166,7 +203,11 @@ func (d *Dispatcher) FetchWorkItem(ctx context.Context, lockTimeout, _ time.Dura
 		return nil, durable.Retryable(op, err, "cancelled")
 	}
 	defer release()
-	return d.s.LockWorkIn(ctx, sh, lockTimeout, session, tags, "")
+	item, err := d.s.LockWorkIn(ctx, sh, lockTimeout, session, tags, "")
+	if item != nil || err != nil || sh.All() {
+		return item, err
+	}
+	return d.s.LockWorkIn(ctx, slots.All(), lockTimeout, session, tags, "")
 }
 
 // Wrote implements the dispatcher contract: polling signals nothing (the

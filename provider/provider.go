@@ -56,11 +56,15 @@ type Provider struct {
 	s   *store.Store
 	d   dispatcher
 	ev  *engine.Engine // the dispatcher in event-driven mode; nil when polling
+
+	watches watches // instance watches (WatchInstance)
 }
 
 var (
-	_ durable.Provider      = (*Provider)(nil)
-	_ durable.ProviderAdmin = (*Provider)(nil)
+	_ durable.Provider        = (*Provider)(nil)
+	_ durable.ProviderAdmin   = (*Provider)(nil)
+	_ durable.PollPacer       = (*Provider)(nil)
+	_ durable.InstanceWatcher = (*Provider)(nil)
 )
 
 // New connects to the account, checks (or creates) the container and
@@ -136,6 +140,16 @@ func (p *Provider) Name() string { return Name }
 // Version implements durable.Provider.
 func (p *Provider) Version() string { return Version }
 
+// PollInterval implements durable.PollPacer: polling mode's
+// polling.Options.PollInterval (the seeds' 1 s by default); 0 in
+// event-driven mode, whose fetches wait for work themselves.
+func (p *Provider) PollInterval() time.Duration {
+	if d, ok := p.d.(*polling.Dispatcher); ok {
+		return d.PollInterval()
+	}
+	return 0
+}
+
 // Admin implements durable.Provider: the store is the management surface.
 func (p *Provider) Admin() (durable.ProviderAdmin, bool) { return p.s, true }
 
@@ -156,6 +170,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, t
 		return err
 	}
 	p.committed(ctx, c)
+	p.watches.notify(c.Source)
 	return nil
 }
 

@@ -73,6 +73,7 @@ type testCfg struct {
 	Container                                   string
 	Mode                                        Mode
 	ReconcileInterval, ReconcileAge             time.Duration
+	PollInterval                                time.Duration
 	InstanceCacheSize                           int
 	RequestRetention                            time.Duration
 	ReplicaID                                   string
@@ -102,7 +103,7 @@ func (c testCfg) config() Config {
 			ClientOptions: emu.ClientOptions(), RepairAge: c.ReconcileAge, InstanceCacheSize: c.InstanceCacheSize,
 			RequestRetention: c.RequestRetention},
 		Mode: c.Mode,
-		Polling: &polling.Options{ReconcileInterval: c.ReconcileInterval,
+		Polling: &polling.Options{ReconcileInterval: c.ReconcileInterval, PollInterval: c.PollInterval,
 			OrchestrationDispatchers: c.OrchestrationDispatchers, WorkerDispatchers: c.WorkerDispatchers},
 		EventDriven: &engine.Options{
 			ReplicaID: c.ReplicaID,

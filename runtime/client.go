@@ -11,7 +11,6 @@ import (
 
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/durable/history"
-	"github.com/durafeed/durafeed/internal/clock"
 )
 
 // ErrNoAdmin is returned by management calls when the provider has no
@@ -220,23 +219,21 @@ func statusFromHistory(instance string, events []history.Event) Status {
 	return st
 }
 
-// WaitForOrchestration polls the instance's status, with backoff, until it
-// is Completed or Failed, or ctx ends.
+// WaitForOrchestration returns the instance's status once it is
+// Completed or Failed, or ctx's error when ctx ends first. It reads the
+// status, then again whenever the provider says the instance may have
+// changed (durable.InstanceWatcher: the Cosmos DB provider tells a
+// runtime's own client of the turns its replica commits) and, as the
+// safety net for changes the provider does not report, after a delay that
+// doubles from PollInitial to PollMax.
 func (c *Client) WaitForOrchestration(ctx context.Context, instance string) (Status, error) {
-	delay := c.opts.PollInitial
-	for {
-		st, err := c.GetStatus(ctx, instance)
-		if err != nil && !durable.IsRetryable(err) {
-			return Status{}, err
-		}
-		if err == nil && st.State.IsTerminal() {
-			return st, nil
-		}
-		if !clock.Sleep(ctx, delay) {
-			return st, ctx.Err()
-		}
-		delay = min(delay*2, c.opts.PollMax)
-	}
+	var st Status
+	err := c.waitFor(ctx, instance, func() (bool, error) {
+		var err error
+		st, err = c.GetStatus(ctx, instance)
+		return err == nil && st.State.IsTerminal(), err
+	})
+	return st, err
 }
 
 // GetCustomStatus returns the instance's custom status if it changed after
@@ -245,22 +242,54 @@ func (c *Client) GetCustomStatus(ctx context.Context, instance string, lastSeenV
 	return c.p.GetCustomStatus(ctx, instance, lastSeenVersion)
 }
 
-// WaitForCustomStatus polls, with backoff, until the instance's custom
-// status changes after lastSeenVersion, or ctx ends.
+// WaitForCustomStatus returns the instance's custom status once it changed
+// after lastSeenVersion, or ctx's error when ctx ends first. It reads as
+// WaitForOrchestration does: on the provider's notifications and on a
+// doubling delay.
 func (c *Client) WaitForCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*durable.CustomStatus, error) {
+	var cs *durable.CustomStatus
+	err := c.waitFor(ctx, instance, func() (bool, error) {
+		var err error
+		cs, err = c.p.GetCustomStatus(ctx, instance, lastSeenVersion)
+		return err == nil && cs != nil, err
+	})
+	return cs, err
+}
+
+// waitFor calls check until it reports done or fails permanently: at
+// once, then on every notification of the instance's watch (when the
+// provider offers one) and after a delay doubling from PollInitial to
+// PollMax. A retryable failure is retried on the same schedule. It
+// returns ctx's error when ctx ends first.
+func (c *Client) waitFor(ctx context.Context, instance string, check func() (bool, error)) error {
+	var changed <-chan struct{}
+	if w, ok := c.p.(durable.InstanceWatcher); ok {
+		// Watch before the first read, so a change between the two is
+		// not missed; without a watch the delays still find it.
+		if watch, err := w.WatchInstance(ctx, instance); err == nil {
+			defer watch.Close()
+			changed = watch.Changed()
+		}
+	}
 	delay := c.opts.PollInitial
 	for {
-		cs, err := c.p.GetCustomStatus(ctx, instance, lastSeenVersion)
+		done, err := check()
 		if err != nil && !durable.IsRetryable(err) {
-			return nil, err
+			return err
 		}
-		if err == nil && cs != nil {
-			return cs, nil
+		if done {
+			return nil
 		}
-		if !clock.Sleep(ctx, delay) {
-			return nil, ctx.Err()
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-changed:
+		case <-t.C:
+			delay = min(delay*2, c.opts.PollMax)
 		}
-		delay = min(delay*2, c.opts.PollMax)
+		t.Stop()
 	}
 }
 

@@ -31,8 +31,13 @@ type Options struct {
 	WorkerLockTimeout time.Duration
 	// PollTimeout is passed to long-polling providers (default 5 s).
 	PollTimeout time.Duration
-	// IdleBackoff is the pause after a fetch found no work or failed
-	// (default 100 ms).
+	// IdleBackoff is the pause of a dispatcher loop after a fetch failed,
+	// and after a fetch that found no work, counted from that fetch's
+	// start. Default: the provider's poll interval when it states one
+	// (durable.PollPacer; the Cosmos DB provider's polling mode, 1 s by
+	// default), otherwise 100 ms. A long-polling fetch (event-driven mode)
+	// that found nothing has already waited PollTimeout, so the next one
+	// starts at once.
 	IdleBackoff time.Duration
 
 	// MaxAttempts is how often a message may be fetched before it is
@@ -72,7 +77,9 @@ type Options struct {
 	Clock func() time.Time
 }
 
-func (o Options) withDefaults() Options {
+// withDefaults fills the zero fields; p is the provider (for its poll
+// interval).
+func (o Options) withDefaults(p durable.Provider) Options {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -87,6 +94,9 @@ func (o Options) withDefaults() Options {
 	def(&o.OrchestratorLockTimeout, 5*time.Second)
 	def(&o.WorkerLockTimeout, 30*time.Second)
 	def(&o.PollTimeout, 5*time.Second)
+	if pp, ok := p.(durable.PollPacer); ok && o.IdleBackoff <= 0 {
+		o.IdleBackoff = pp.PollInterval()
+	}
 	def(&o.IdleBackoff, 100*time.Millisecond)
 	def(&o.FailureBackoff, time.Second)
 	def(&o.UnregisteredBackoff, time.Second)

@@ -27,6 +27,7 @@ const historyErrorBackoff = time.Second
 func (r *Runtime) orchestrationLoop(pollCtx, workCtx context.Context) {
 	filter := durable.DefaultCapabilityFilter(*r.opts.RuntimeVersion)
 	for pollCtx.Err() == nil {
+		started := time.Now()
 		item, err := r.p.FetchOrchestrationItem(pollCtx, r.opts.OrchestratorLockTimeout, r.opts.PollTimeout, filter)
 		if err != nil {
 			if pollCtx.Err() == nil {
@@ -36,7 +37,7 @@ func (r *Runtime) orchestrationLoop(pollCtx, workCtx context.Context) {
 			continue
 		}
 		if item == nil {
-			clock.Sleep(pollCtx, r.opts.IdleBackoff)
+			clock.Sleep(pollCtx, r.opts.IdleBackoff-time.Since(started))
 			continue
 		}
 		r.processOrchestration(workCtx, item)

@@ -41,7 +41,7 @@ type Runtime struct {
 
 // New returns a runtime for provider and registry; it does not start it.
 func New(p durable.Provider, reg *Registry, opts Options) *Runtime {
-	o := opts.withDefaults()
+	o := opts.withDefaults(p)
 	dead := &atomic.Bool{}
 	return &Runtime{p: crashGate{Provider: p, dead: dead}, raw: p, dead: dead, reg: reg, opts: o,
 		log: o.Logger.With(zap.String("node", o.WorkerNodeID)), cli: NewClient(p)}

@@ -54,6 +54,7 @@ func ClientFrom(ctx context.Context) *Client {
 func (r *Runtime) workerLoop(pollCtx, workCtx context.Context) {
 	session := &durable.SessionFetchConfig{OwnerID: r.opts.WorkerNodeID, LockTimeout: r.opts.SessionLockTimeout}
 	for pollCtx.Err() == nil {
+		started := time.Now()
 		lw, err := r.p.FetchWorkItem(pollCtx, r.opts.WorkerLockTimeout, r.opts.PollTimeout, session, r.opts.TagFilter)
 		if err != nil {
 			if pollCtx.Err() == nil {
@@ -63,7 +64,7 @@ func (r *Runtime) workerLoop(pollCtx, workCtx context.Context) {
 			continue
 		}
 		if lw == nil {
-			clock.Sleep(pollCtx, r.opts.IdleBackoff)
+			clock.Sleep(pollCtx, r.opts.IdleBackoff-time.Since(started))
 			continue
 		}
 		r.processActivity(workCtx, lw)

@@ -37,6 +37,9 @@ type Block struct {
 	First, Last int
 }
 
+// All returns the block of every slot.
+func All() Block { return Block{First: 0, Last: Count - 1} }
+
 // All reports whether the block covers every slot.
 func (b Block) All() bool { return b.First == 0 && b.Last == Count-1 }
 
