@@ -2,9 +2,10 @@
 // against the seeds' 1 s polling, on an embedded cosmosemu with the knobs'
 // latency and simulated charge model (knobs.DefaultChargeModel: simulated
 // RU anchored on Azure's published point-operation costs, not measured on
-// Azure). cmd/durafeed-bench runs everything and prints the tables; the
-// same scenarios are Go benchmarks (BenchmarkWakeLatency,
-// BenchmarkTimerLateness, BenchmarkIdleCost).
+// Azure); its stress phase runs both modes under the runtime on
+// duroxide's stress workload. cmd/durafeed-bench runs everything and
+// prints the tables; the same scenarios are Go benchmarks
+// (BenchmarkWakeLatency, BenchmarkTimerLateness, BenchmarkIdleCost).
 //
 // # Method
 //
@@ -94,4 +95,43 @@
 // replica writes itself, each item waiting only for the fetches ahead of
 // it). Fast loads and the burst run one at a time, slow loads beside
 // them.
+//
+// # Stress
+//
+// The stress phase (RunStress, -stress) is duroxide's stress test
+// parallel_orchestrations on durafeed's runtime rather than bare provider
+// calls. The orchestration FanoutOrchestration calls TasksPerInstance
+// (default 5) activities ProcessTask in parallel, each sleeping
+// ActivityDelay (default 10 ms), and joins them. A pump keeps MaxInFlight
+// (default 20) instances in flight, each started and then waited for by
+// runtime.Client on a provider of its own in the same mode that never
+// fetches (a client in another process), until Orchestrations (default
+// 1,000) have been started or MaxDuration (default 3 min) has passed.
+// Each scenario has a fresh container and 1 or 3 replicas, each a
+// provider and a runtime with 2 orchestration and 2 worker dispatchers
+// (duroxide's stress configuration), other runtime options at their
+// defaults. Polling replicas poll every PollInterval (default 100 ms,
+// duroxide's dispatcher_min_poll_interval in that configuration: a
+// stronger baseline than the seeds' 1 s the other phases use);
+// event-driven ones take the environment's engine options (peer wake,
+// feed budget) as every other scenario.
+//
+// Per scenario: instances launched, completed and failed; orchestrations
+// a second (completed over the time from the first start to the last
+// completion) and activities a second; the latency of completed instances
+// (start call to the return of the wait that saw them complete, the
+// client's status polling included: 5 ms doubling to 500 ms); turns per
+// orchestration and each replica's shares of turns and activities
+// (counted by a wrapper around the runtime's provider: successful
+// AckOrchestrationItem and AckWorkItem calls); and every request on the
+// container from the replicas' opening to their close, per completed
+// orchestration, in total and by operation. Scenarios run one at a time,
+// and each stops its runtimes and closes its providers before the next.
+// Its targets, per injected latency and replica count: event-driven
+// throughput at least twice polling's with every instance completed in
+// both, p99 and turns per orchestration at most polling's, every
+// event-driven replica's share of turns at least 20% with 3 replicas (of
+// activities too, informational), and one event-driven replica at 0 ms
+// at least 28 orchestrations a second (duroxide's published figure for
+// this workload on a SQLite file is 27.95).
 package bench

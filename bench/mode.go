@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/durafeed/durafeed/engine"
+	"github.com/durafeed/durafeed/polling"
 	"github.com/durafeed/durafeed/provider"
 	"github.com/durafeed/durafeed/store"
 )
@@ -37,9 +38,11 @@ func ParseMode(s string) (Mode, error) {
 }
 
 // providerConfig is the configuration of one replica in mode m: provider
-// defaults except for the store's address. This is the only place that
-// maps a Mode onto provider.Config.
-func (e *Env) providerConfig(container string, m Mode) (provider.Config, error) {
+// defaults except for the store's address, and in polling mode po (nil:
+// the polling dispatcher's defaults, what every scenario but the stress
+// phase uses). This is the only place that maps a Mode onto
+// provider.Config.
+func (e *Env) providerConfig(container string, m Mode, po *polling.Options) (provider.Config, error) {
 	cfg := provider.Config{Store: store.Options{
 		Endpoint:      e.Server.Endpoint(),
 		Key:           e.Server.Key(),
@@ -50,6 +53,7 @@ func (e *Env) providerConfig(container string, m Mode) (provider.Config, error) 
 	switch m {
 	case ModePolling:
 		cfg.Mode = provider.ModePolling
+		cfg.Polling = po
 		return cfg, nil
 	case ModeEventDriven:
 		cfg.Mode = provider.ModeEventDriven
@@ -81,9 +85,15 @@ func engineOptions(peerWake bool, budget, perChange float64) *engine.Options {
 	return o
 }
 
-// openProvider opens one replica.
+// openProvider opens one replica with the polling dispatcher's defaults.
 func (e *Env) openProvider(ctx context.Context, container string, m Mode) (*provider.Provider, error) {
-	cfg, err := e.providerConfig(container, m)
+	return e.openProviderWith(ctx, container, m, nil)
+}
+
+// openProviderWith opens one replica; in polling mode po configures the
+// dispatcher (nil: its defaults). po is ignored in event-driven mode.
+func (e *Env) openProviderWith(ctx context.Context, container string, m Mode, po *polling.Options) (*provider.Provider, error) {
+	cfg, err := e.providerConfig(container, m, po)
 	if err != nil {
 		return nil, err
 	}

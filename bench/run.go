@@ -70,6 +70,13 @@ type Config struct {
 	SweepDispatchers       int
 	SweepTail, SweepSettle time.Duration
 
+	// Stress runs the stress phase (RunStress: duroxide's
+	// parallel_orchestrations) with this workload (nil: no stress phase;
+	// its zero fields take DefaultStressConfig's values). Each of its
+	// replica counts runs in both modes at every injected latency, one
+	// scenario at a time.
+	Stress *StressConfig
+
 	// PeerWake turns the peer wake channel on in event-driven mode
 	// (EnvOptions.PeerWake).
 	PeerWake bool
@@ -173,6 +180,10 @@ func (c Config) withDefaults() Config {
 	if c.Seed == 0 {
 		c.Seed = d.Seed
 	}
+	if c.Stress != nil {
+		s := c.Stress.withDefaults()
+		c.Stress = &s
+	}
 	return c
 }
 
@@ -191,6 +202,7 @@ type Report struct {
 	Idle         []IdleResult     `json:"idle"`
 	Failover     []FailoverResult `json:"failover,omitempty"`
 	Sweep        []SweepResult    `json:"sweep,omitempty"`
+	Stress       []StressResult   `json:"stress,omitempty"`
 	Targets      []TargetResult   `json:"targets"`
 	// Errors lists the scenarios that failed.
 	Errors []string `json:"errors,omitempty"`
@@ -219,6 +231,23 @@ type Settings struct {
 	// FeedReadsPerChange is the event-driven ReadsPerChange in effect.
 	FeedReadsPerChange float64 `json:"feed_reads_per_change"`
 	ChargeModel        string  `json:"charge_model"`
+	// Stress echoes the stress phase's workload (absent without one).
+	Stress *StressSettings `json:"stress,omitempty"`
+}
+
+// StressSettings echoes a StressConfig.
+type StressSettings struct {
+	Replicas                 []int  `json:"replicas"`
+	Orchestrations           int    `json:"orchestrations"`
+	MaxInFlight              int    `json:"max_in_flight"`
+	TasksPerInstance         int    `json:"tasks_per_instance"`
+	ActivityDelay            string `json:"activity_delay"`
+	PollInterval             string `json:"poll_interval"`
+	MaxDuration              string `json:"max_duration"`
+	WaitTimeout              string `json:"wait_timeout"`
+	OrchestrationConcurrency int    `json:"orchestration_concurrency"`
+	WorkerConcurrency        int    `json:"worker_concurrency"`
+	Client                   string `json:"client"`
 }
 
 // EnvInfo describes one emulator.
@@ -243,7 +272,8 @@ type EnvInfo struct {
 }
 
 // Run starts one emulator per latency, runs every latency scenario (phase
-// one) and then every idle scenario (phase two), and evaluates the
+// one), every idle scenario (phase two), the failover phase, the sweep
+// and the stress phase (each when configured), and evaluates the
 // targets. Failed scenarios are listed in Report.Errors and also returned
 // (joined); the report holds everything that did complete.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
@@ -270,6 +300,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return rep, fmt.Errorf("bench: event-driven settings: %w", err)
 	}
 	rep.Settings.FeedBudget, rep.Settings.FeedReadsPerChange = eo.Feed.EmptyReadBudget, eo.Feed.ReadsPerChange
+	if sc := cfg.Stress; sc != nil {
+		rep.Settings.Stress = &StressSettings{Replicas: sc.Replicas, Orchestrations: sc.Orchestrations, MaxInFlight: sc.MaxInFlight,
+			TasksPerInstance: sc.TasksPerInstance, ActivityDelay: sc.ActivityDelay.String(), PollInterval: sc.PollInterval.String(),
+			MaxDuration: sc.MaxDuration.String(), WaitTimeout: sc.WaitTimeout.String(),
+			OrchestrationConcurrency: sc.OrchestrationConcurrency, WorkerConcurrency: sc.WorkerConcurrency,
+			Client: string(sc.Client)}
+	}
 
 	var envs []*Env
 	defer func() {
@@ -452,6 +489,34 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		sw.Go(func() { runJobs(0, slow) })
 		runJobs(1, fast)
 		sw.Wait()
+	}
+
+	// The stress phase: one scenario at a time (each keeps every CPU
+	// busy), both modes of a replica count one after the other.
+	if sc := cfg.Stress; sc != nil {
+		var jobs []func()
+		for _, e := range envs {
+			for _, n := range sc.Replicas {
+				for _, m := range modes {
+					i := len(rep.Stress)
+					rep.Stress = append(rep.Stress, StressResult{Mode: m, Replicas: n, InjectedLatencyMS: ms(e.Latency())})
+					jobs = append(jobs, func() {
+						r, err := e.RunStress(ctx, StressScenario{Mode: m, Replicas: n, Workload: *sc})
+						mu.Lock()
+						rep.Stress[i] = r
+						mu.Unlock()
+						what := fmt.Sprintf("stress %s, %d replicas at %v", m, n, e.Latency())
+						if err != nil {
+							fail(what, err)
+							return
+						}
+						progress("%s: %d of %d completed, %.1f orch/s, p50 %.0f ms, p99 %.0f ms, %.2f turns and %.1f RU per orchestration, min turn share %.2f",
+							what, r.Completed, r.Launched, r.OrchPerSec, r.Latency.P50MS, r.Latency.P99MS, r.TurnsPerOrch, r.RUPerOrch, r.MinTurnShare)
+					})
+				}
+			}
+		}
+		runJobs(1, jobs)
 	}
 
 	rep.Targets = evaluateTargets(rep)

@@ -31,6 +31,9 @@ type Stats struct {
 	// locks) of replicas this one declared dead that it freed before
 	// their expiry.
 	LocksReleased int64
+	// TurnsPutOff counts orchestration wakeups put off to wait for
+	// sibling activities (Options.SiblingWait).
+	TurnsPutOff int64
 }
 
 // Stats returns the counters so far.
@@ -40,7 +43,7 @@ func (e *Engine) Stats() Stats {
 		SweepDelivered: s.sweepDelivered.Load(), Sweeps: s.sweeps.Load(), Catchups: s.catchups.Load(),
 		HintsWritten: s.hintsWritten.Load(), HintScans: s.hintScans.Load(),
 		WorkSettled: s.workSettled.Load(), WorkSkipped: s.workSkipped.Load(), IntentsHeld: s.intentsHeld.Load(),
-		LocksReleased: s.locksReleased.Load()}
+		LocksReleased: s.locksReleased.Load(), TurnsPutOff: s.turnsPutOff.Load()}
 }
 
 // ReplicaID is the replica's name in lease documents.

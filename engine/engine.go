@@ -67,6 +67,8 @@ type Engine struct {
 	wlocked   map[string]int64     // work items the feed showed locked: key -> lockedUntil
 	parked    map[string]parkedWI  // worker wakeups no fetch so far could take (tag, session)
 	refused   map[string]refusedOI // orchestration wakeups refused by a capability filter
+	sib       siblings             // activities turns scheduled here, not yet seen done (SiblingWait)
+	watch     watchState           // instance watches over the peer wake channel (own mutex)
 
 	// Worker dispatch capacity, for backlog hints.
 	workWaiting atomic.Int32 // FetchWorkItem calls in flight
@@ -152,6 +154,7 @@ type engineStats struct {
 	workSkipped    atomic.Int64 // worker wakeups dropped as settled
 	intentsHeld    atomic.Int64 // feed batches refused under HoldIntents
 	locksReleased  atomic.Int64 // locks of dead holders released
+	turnsPutOff    atomic.Int64 // orchestration wakeups put off for siblings
 }
 
 // parkedWI is a worker wakeup the fetch that took it could not use.
@@ -213,7 +216,9 @@ func New(s *store.Store, o Options) (*Engine, error) {
 	e := &Engine{s: s, opts: o, clk: o.Clock, log: o.Logger.With(zap.String("replica", o.ReplicaID)),
 		per:     slots.Count / o.Leases.Blocks,
 		blocked: map[string]int{}, released: map[string]int64{}, wreleased: map[string]int64{}, settled: map[string]int64{}, wlocked: map[string]int64{}, parked: map[string]parkedWI{},
-		refused: map[string]refusedOI{}, hinted: map[string]hintSeen{}, joinCh: make(chan struct{})}
+		refused: map[string]refusedOI{}, hinted: map[string]hintSeen{}, joinCh: make(chan struct{}),
+		sib:   siblings{work: map[string]map[string]int64{}, putOff: map[string]int64{}},
+		watch: watchState{watching: map[string]int{}, watchers: map[string]map[*peerwake.Reply]struct{}{}}}
 	e.out = outbox.New(s, o.Logger, e.delivered)
 	if !o.DisableHeads {
 		e.heads = newHeadIndex(e.isOwned)
@@ -657,6 +662,7 @@ func (e *Engine) Wrote(w store.Write) {
 	// Work this process removed, or made visible again, is no longer
 	// locked by anyone: the feed's lock marks of it are void.
 	e.mu.Lock()
+	e.workDoneLocked(w.WorkDone)
 	for _, q := range w.WorkDone {
 		key := workKey(q.InstanceID, q.ID)
 		e.wreleased[key] = q.LockedUntil
@@ -679,6 +685,7 @@ func (e *Engine) Wrote(w store.Write) {
 // reader; anyone else delivers directly (best-effort: the feed or the
 // safety sweep delivers what is left).
 func (e *Engine) Committed(ctx context.Context, c store.Commit) {
+	e.scheduled(c)
 	e.Wrote(c.Write)
 	if len(c.Intents) == 0 {
 		return
@@ -806,9 +813,14 @@ func (e *Engine) instanceChanged(d store.FeedDoc) {
 		e.mu.Lock()
 		_, wasBlocked := e.blocked[d.InstanceID]
 		delete(e.blocked, d.InstanceID)
+		_, ours := e.released[d.InstanceID]
 		e.mu.Unlock()
 		if wasBlocked {
 			e.orch.Signal(slot, orchKey(d.InstanceID), e.clk.Now())
+		}
+		if !ours {
+			// Another replica's turn (this one's provider reported its own).
+			e.InstanceChanged(d.InstanceID)
 		}
 	} else {
 		// A dispatcher that accepts its version runs it: a message left
@@ -841,6 +853,9 @@ func (e *Engine) handle(ctx context.Context, b changefeed.Batch) error {
 		}
 		switch f.Kind {
 		case store.FeedOrchestrator:
+			if f.Settles != "" {
+				e.siblingDone(f.InstanceID, f.Settles) // before its signal: the turn may go now
+			}
 			if h, err := store.DecodeHead(raw); err == nil {
 				e.heads.note(h, e.now()) // kept only if the slot is owned
 			} else {
@@ -1068,6 +1083,7 @@ func (e *Engine) pruneReleased(now int64) {
 	pruneBefore(e.refused, cutoff, func(r refusedOI) int64 { return r.at })
 	// A re-read brings a hint back only while its replica lives.
 	pruneBefore(e.hinted, cutoff, func(h hintSeen) int64 { return h.seenAt.UnixMilli() })
+	e.pruneSiblingsLocked(cutoff)
 }
 
 // pruneBefore deletes the entries of m whose time (ms) is before cutoff.

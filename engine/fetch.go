@@ -105,6 +105,14 @@ func (e *Engine) orchWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 		return nil, nil
 	}
 	kind, instance := w.Instance[0], w.Instance[1:]
+	if kind == 'w' {
+		if until, ok := e.putOff(instance); ok {
+			// Siblings of the activity that woke it are still running:
+			// their completions (or the bound) wake it again.
+			e.orch.SignalAt(w.Slot, w.Instance, until)
+			return nil, nil
+		}
+	}
 	if kind == 'l' {
 		// A lock expiry: void if this process released that lock.
 		e.mu.Lock()

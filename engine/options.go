@@ -41,6 +41,18 @@ type Options struct {
 	// PeerWakeOptions); nil leaves it off, and other processes' writes are
 	// seen at the next change-feed read.
 	PeerWake *PeerWakeOptions
+	// SiblingWait bounds how long a turn waits for its sibling
+	// activities (default DefaultSiblingWait, 10 ms; negative: never).
+	// A wakeup for an instance that still has activities which turns
+	// committed on this replica scheduled, and which this replica has
+	// not seen complete, puts the instance's turn off: until the
+	// completion of the last of them here wakes it, or SiblingWait after
+	// the first wakeup put off, whichever comes first. So a fan-out whose
+	// activities complete close together takes one turn for them instead
+	// of one each, and an instance with no such activity is never put
+	// off. Activities another replica runs count as not seen complete, so
+	// their completions wait out the bound.
+	SiblingWait time.Duration
 	// DisableHeads makes every feed-woken fetch read its turn with the
 	// query before the lock batch instead of locking the messages the
 	// feed delivered (heads) at once: a diagnostic switch, slower by one
@@ -137,6 +149,7 @@ const (
 	DefaultCheckpointInterval  = 5 * time.Second
 	DefaultSafetySweepInterval = 60 * time.Second
 	DefaultIdleLeave           = 5 * time.Second
+	DefaultSiblingWait         = 10 * time.Millisecond
 )
 
 // WithDefaults returns a copy of o with every default filled in (its
@@ -214,6 +227,9 @@ func (o Options) WithDefaults() (Options, error) {
 	}
 	if o.IdleLeave <= 0 {
 		o.IdleLeave = DefaultIdleLeave
+	}
+	if o.SiblingWait == 0 {
+		o.SiblingWait = DefaultSiblingWait
 	}
 	if o.ReplicaID == "" {
 		o.ReplicaID = leasestore.DefaultReplicaID()

@@ -70,13 +70,18 @@ type wakeState struct {
 	leaseKicks atomic.Int64
 	kicked     atomic.Int64
 	reads      atomic.Int64
+	// watchesSent counts watch requests sent; changesSent the change
+	// reports written back to watchers; changesGot those received.
+	watchesSent atomic.Int64
+	changesSent atomic.Int64
+	changesGot  atomic.Int64
 }
 
 // startPeerWake creates the sender and the view loop (stopped by Close).
 func (e *Engine) startPeerWake() error {
 	o := *e.opts.PeerWake
 	o.withDefaults()
-	snd, err := peerwake.NewSender(peerwake.SenderOptions{Logger: e.log})
+	snd, err := peerwake.NewSender(peerwake.SenderOptions{Logger: e.log, OnReply: e.onReply})
 	if err != nil {
 		return err
 	}
@@ -87,6 +92,7 @@ func (e *Engine) startPeerWake() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	w.wg.Go(func() { e.viewLoop(ctx, w) })
+	w.wg.Go(func() { e.renewLoop(ctx) })
 	e.wake = w
 	return nil
 }
@@ -179,6 +185,11 @@ func (e *Engine) onPeerWake(w peerwake.Wake) {
 		return
 	}
 	switch w.Hub {
+	case peerwake.HubWatch:
+		if !e.onWatch(w) {
+			e.wake.ignored.Add(1)
+			return
+		}
 	case peerwake.HubOrchestrator:
 		if !isOrchKey(w.Key) {
 			e.wake.ignored.Add(1)
@@ -325,6 +336,11 @@ type PeerWakeStats struct {
 	// peer to read the lease partition now (a hand-off, a steal request
 	// or its refusal); they are included in Sent and Received.
 	LeaseKicksSent, LeaseKicksReceived int64
+	// WatchesSent counts requests to an owner to report an instance's
+	// next change (included in Sent); ChangesSent the reports this owner
+	// wrote back; ChangesReceived those this engine received for
+	// instances it watches.
+	WatchesSent, ChangesSent, ChangesReceived int64
 	// Sender and Receiver are the channel's own counters (the receiver of
 	// the current session, if any).
 	Sender   peerwake.SenderStats
@@ -339,7 +355,8 @@ func (e *Engine) PeerWakeStats() PeerWakeStats {
 	}
 	st := PeerWakeStats{Sent: w.sent.Load(), Dropped: w.dropped.Load(), NoPeer: w.noPeer.Load(),
 		Received: w.got.Load(), Ignored: w.ignored.Load(), Sender: w.sender.Stats(), ViewReads: w.reads.Load(),
-		LeaseKicksSent: w.leaseKicks.Load(), LeaseKicksReceived: w.kicked.Load()}
+		LeaseKicksSent: w.leaseKicks.Load(), LeaseKicksReceived: w.kicked.Load(),
+		WatchesSent: w.watchesSent.Load(), ChangesSent: w.changesSent.Load(), ChangesReceived: w.changesGot.Load()}
 	w.mu.Lock()
 	for _, o := range w.view.Owners {
 		if _, ok := w.view.Wake[o]; ok && o != "" {

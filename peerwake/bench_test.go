@@ -52,7 +52,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 	scratch := make([]byte, 0, MACBytes)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := authenticate(frame, id, mac, scratch); err != nil {
+		if _, err := authenticate(frame, toReceiver, id, mac, scratch); err != nil {
 			b.Fatal(err)
 		}
 	}

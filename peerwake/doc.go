@@ -43,11 +43,12 @@
 // uint16 counting the frame's bytes. A frame is, big-endian:
 //
 //	offset size field
-//	     0    1 version: 0xD1 (magic and format version in one byte)
+//	     0    1 version: 0xD1 or 0xD2 (magic and format version in one byte)
 //	     1    8 KeyID of the signing secret
 //	     9    8 sent-at, Unix milliseconds (signed)
 //	    17    8 nonce, random
-//	    25    1 hub: 'o' (HubOrchestrator), 'w' (HubWorker) or 'l' (HubLeases)
+//	    25    1 hub: 'o' (HubOrchestrator), 'w' (HubWorker), 'l' (HubLeases),
+//	             'v' (HubWatch) or 'c' (HubChanged)
 //	    26    2 slot, 0..255
 //	    28    8 visible-at, Unix milliseconds (signed), rounded up
 //	    36    2 key length, 1..MaxKeyBytes (1100)
@@ -62,9 +63,20 @@
 // it saves 16 bytes per frame, which matters nowhere at one frame per
 // commit, and the full tag needs no argument.
 //
-// The hub byte is checked against the hubs this version knows, so a new
-// hub needs a new version byte; a receiver closes the connection of a
-// frame it cannot parse. An empty key is invalid: a wake names an instance, and the hub's
+// The hub byte is checked against the hubs its version byte allows, so a
+// new hub needs a new version byte. 0xD1 carries 'o', 'w' and 'l'; 0xD2,
+// the same layout, adds 'v' and 'c' (see Watches). A sender writes 'o',
+// 'w' and 'l' frames with 0xD1, so that receivers of the first version
+// keep taking them, and 'v' frames with 0xD2; a receiver writes 'c' frames
+// with 0xD2. A receiver takes 0xD1 with 'o', 'w', 'l' and 0xD2 with 'o',
+// 'w', 'l', 'v'; a 'c' frame reaching it is malformed. A sender's reader
+// takes only 0xD2 'c' frames. A receiver closes the connection of a frame
+// it cannot parse, so a receiver of the first version closes a connection
+// that carries a 0xD2 frame: the watch is lost, with the wakes written
+// after it in the same batch, and the sender backs off before it redials
+// (see Transport). That costs the client latency only, since it still
+// polls, and the wakes' owner latency only, since its feed still delivers
+// the writes. An empty key is invalid: a wake names an instance, and the hub's
 // slot-wide Scan is not something a peer may ask for. Times are
 // milliseconds since the Unix epoch; visible-at is rounded up so that a
 // wake never becomes takeable before its work is visible, and the zero
@@ -86,12 +98,55 @@
 // there. A Sender keeps one connection per peer, dialled on the first wake
 // and closed after an idle period; a goroutine per peer writes the queued
 // frames (those queued together go out in one write) and a reader on the
-// connection notices when the receiver closes it. Send never waits for the
+// connection reads the replies the receiver writes back (see Watches) and
+// notices when the receiver closes it. Send never waits for the
 // network: a full queue, a failed dial, the backoff after one, and a failed
 // write all drop wakes and count them. The sender's idle timeout is
 // shorter than the receiver's so that the side that closes an idle
 // connection is the sender; a wake written into a connection the receiver
 // has just closed is lost.
+//
+// # Watches
+//
+// A process with no listening port (a client waiting for an instance)
+// hears of an instance's change over its ordinary Sender connection: it
+// sends the owner of the instance's slot a HubWatch wake, which reaches
+// the owner's OnWake with Wake.Reply, the way back to that connection.
+// When the instance changes, the owner gives Reply.Send a HubChanged wake;
+// the receiver writes it back on the same TCP connection, signed with the
+// receiver's current secret, and the sender's reader for that connection
+// checks it with the secret it holds for the peer (Peer.Secret) and hands
+// it to SenderOptions.OnReply. There is no new listener and no new secret.
+//
+//	// owner, in OnWake
+//	case peerwake.HubWatch:
+//		register(w.Key, w.Reply) // forget it when w.Reply.Done() is closed
+//	// owner, when w.Key changes
+//	reply.Send(peerwake.Wake{Hub: peerwake.HubChanged, Slot: slot, Key: instanceID})
+//
+//	// client
+//	s, _ := peerwake.NewSender(peerwake.SenderOptions{OnReply: func(from peerwake.Peer, w peerwake.Wake) { changed(w.Key) }})
+//	_ = s.Send(owner, peerwake.Wake{Hub: peerwake.HubWatch, Slot: slot, Key: instanceID})
+//
+// A connection has one Reply, shared by the watches it carries. Replies
+// are queued, at most 64 per connection, for a writer goroutine started at
+// the connection's first reply; those queued together go out in one write,
+// each write bounded by ReceiverOptions.ReplyWriteTimeout. Reply.Send never
+// blocks: it drops (and counts) a reply when the queue is full or the
+// connection has ended, and replies still queued when it ends are dropped
+// too. A failed write closes the connection. A watch lasts as long as its
+// connection: the sender closes it after its idle timeout without a Send,
+// the receiver after its own without a frame, either side on a failure or
+// a refused frame; Reply.Done is closed then. So a client renews its
+// watches, and keeps polling as the backstop.
+//
+// A sender's reader checks a reply as a receiver checks a wake, in the
+// same order, with the peer's secret: the length bounds, the version and
+// hub (0xD2 'c' only) and field consistency, the KeyID, the MAC and the
+// window (|now − sent-at| ≤ SenderOptions.ReplyWindow). It keeps no nonce
+// cache (see the threat model). A malformed reply, another KeyID or a bad
+// MAC closes the connection; a stale reply is only dropped, as a receiver
+// drops a stale wake. Every outcome is counted in SenderStats.
 //
 // # Threat model
 //
@@ -145,6 +200,30 @@
 // instance ids that reveal nothing. A later frame version (a new version
 // byte) could encrypt the key with AES-GCM under a key derived from the
 // same secret, which would add confidentiality without certificates.
+//
+// Watches and replies. A watch is a wake to the receiver: it passes the
+// same checks, enters the same nonce cache and counts against the same
+// rate limit (MaxRate), so forged, replayed or excess watches cost what
+// forged, replayed or excess wakes cost. What a delivered watch costs the
+// owner is one bounded registration (the engine's, keyed by the
+// connection's Reply and dropped once Done is closed) and the replies it
+// answers with. Those go only back on the connection that carried the
+// watch, to whoever opened it, at most 64 queued per connection and
+// MaxConns connections at once: a watch cannot direct traffic at a third
+// party, so there is no reflection or amplification, and a holder of the
+// secret who watches learns only that an instance changed, which it can
+// read in Cosmos DB anyway. A reply is taken only by a sender's reader,
+// only as a 0xD2 'c' frame naming the KeyID of the secret the sender holds
+// for that peer and carrying its MAC; a 'c' frame sent to a receiver is
+// malformed and closes the connection, and a reply never reaches OnWake.
+// A forger without the secret cannot make a reply the sender takes, and a
+// failed check closes the connection. The sender keeps no nonce cache for
+// replies: replaying one within ReplyWindow means writing it into that
+// very TCP connection, which takes a man in the middle of it, and what a
+// replayed reply, or one forged by a holder of the secret, buys is that
+// the client reads the instance's status once more, a read its polling
+// makes anyway. Confidentiality is as for wakes: a reply carries a slot
+// and an instance id, unencrypted, on the environment's private network.
 //
 // OnWake should signal only slots the replica owns (a sender may act on a
 // stale view of ownership, and a holder of the secret may name any slot),

@@ -27,6 +27,15 @@ const (
 	// a steal request, a graceful leave). Slot is 0 and Key names the
 	// sender's replica; VisibleAt is unused.
 	HubLeases byte = 'l'
+	// HubWatch asks the receiver to tell the sender when Key (an instance
+	// id) changes, by a HubChanged frame written back on the same
+	// connection. Slot is the key's dispatch slot; VisibleAt is unused
+	// (zero).
+	HubWatch byte = 'v'
+	// HubChanged is the receiver's answer to a HubWatch: Key changed. It
+	// travels only from a receiver back to a sender, on the connection
+	// that carried the watch.
+	HubChanged byte = 'c'
 )
 
 // Wire limits.
@@ -47,9 +56,55 @@ const (
 	MaxFrameBytes = headerBytes + MaxKeyBytes + MACBytes
 )
 
-// frameVersion is the first byte of every frame: a magic value that also
-// names the format version. A different format takes a different value.
-const frameVersion byte = 0xD1
+// The first byte of a frame is a magic value that also names the format
+// version; a different format takes a different value. The layout is the
+// same for both; they differ in the hubs they may carry.
+const (
+	// frameVersion carries the hubs of the first version: HubOrchestrator,
+	// HubWorker and HubLeases. Every sender still writes those with it,
+	// so that receivers of the first version keep taking them.
+	frameVersion byte = 0xD1
+	// frameVersionWatch adds HubWatch (sender to receiver) and HubChanged
+	// (receiver back to sender); a receiver also takes the first
+	// version's hubs with it.
+	frameVersionWatch byte = 0xD2
+)
+
+// versionFor returns the version byte a frame of hub is written with.
+func versionFor(hub byte) byte {
+	if hub == HubWatch || hub == HubChanged {
+		return frameVersionWatch
+	}
+	return frameVersion
+}
+
+// direction is the way a frame travels, which decides the version bytes
+// and hubs it may carry.
+type direction uint8
+
+const (
+	// toReceiver: a wake or a watch, from a Sender to a Receiver; 0xD1
+	// with hubs o, w, l, or 0xD2 with hubs o, w, l, v.
+	toReceiver direction = iota
+	// toSender: a reply, from a Receiver back to the Sender whose
+	// connection carried the watch; 0xD2 with hub c only.
+	toSender
+)
+
+// accepts reports whether a frame travelling in direction d may carry
+// version and hub.
+func (d direction) accepts(version, hub byte) bool {
+	wake := hub == HubOrchestrator || hub == HubWorker || hub == HubLeases
+	switch {
+	case d == toSender:
+		return version == frameVersionWatch && hub == HubChanged
+	case version == frameVersion:
+		return wake
+	case version == frameVersionWatch:
+		return wake || hub == HubWatch
+	}
+	return false
+}
 
 // Offsets of a frame's fields.
 const (
@@ -74,7 +129,8 @@ var ErrInvalidWake = errors.New("peerwake: invalid wake")
 // hubs: the receiver calls hub.Signal(Slot, Key, VisibleAt) on the hub
 // named by Hub, exactly as its change-feed handler would.
 type Wake struct {
-	// Hub is HubOrchestrator, HubWorker or HubLeases.
+	// Hub is HubOrchestrator, HubWorker, HubLeases, HubWatch or
+	// HubChanged.
 	Hub byte
 	// Slot is the dispatch slot, in [0, slots.Count) = [0, 256).
 	Slot int
@@ -85,13 +141,17 @@ type Wake struct {
 	// before its work is visible. The zero time round-trips as the zero
 	// instant (IsZero reports true after decoding).
 	VisibleAt time.Time
+	// Reply, on a HubWatch wake a Receiver delivers to OnWake, writes
+	// HubChanged frames back on the connection that carried it; nil on
+	// every other wake. It does not travel: senders ignore it.
+	Reply *Reply
 }
 
 // Validate reports, wrapping ErrInvalidWake, why w cannot be sent; nil if it
 // can.
 func (w Wake) Validate() error {
 	switch {
-	case w.Hub != HubOrchestrator && w.Hub != HubWorker && w.Hub != HubLeases:
+	case w.Hub != HubOrchestrator && w.Hub != HubWorker && w.Hub != HubLeases && w.Hub != HubWatch && w.Hub != HubChanged:
 		return fmt.Errorf("%w: unknown hub %q", ErrInvalidWake, w.Hub)
 	case w.Slot < 0 || w.Slot >= slots.Count:
 		return fmt.Errorf("%w: slot %d outside [0, %d)", ErrInvalidWake, w.Slot, slots.Count)
@@ -183,14 +243,20 @@ func msCeil(t time.Time) int64 {
 }
 
 // appendFrame appends the frame carrying w (already validated), with its
-// 2-byte length prefix, to dst and returns the extended slice. mac is an
-// HMAC-SHA256 keyed with the secret whose KeyID is id.
+// 2-byte length prefix and the version byte of its hub, to dst and returns
+// the extended slice. mac is an HMAC-SHA256 keyed with the secret whose
+// KeyID is id.
 func appendFrame(dst []byte, mac hash.Hash, id KeyID, sentAt time.Time, nonce [nonceBytes]byte, w Wake) []byte {
+	return appendFrameVersion(dst, versionFor(w.Hub), mac, id, sentAt, nonce, w)
+}
+
+// appendFrameVersion is appendFrame with the version byte given.
+func appendFrameVersion(dst []byte, version byte, mac hash.Hash, id KeyID, sentAt time.Time, nonce [nonceBytes]byte, w Wake) []byte {
 	start := len(dst)
 	n := headerBytes + len(w.Key) + MACBytes
 	dst = binary.BigEndian.AppendUint16(dst, uint16(n))
 	body := len(dst)
-	dst = append(dst, frameVersion)
+	dst = append(dst, version)
 	dst = append(dst, id[:]...)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(sentAt.UnixMilli()))
 	dst = append(dst, nonce[:]...)
@@ -210,12 +276,13 @@ func appendFrame(dst []byte, mac hash.Hash, id KeyID, sentAt time.Time, nonce [n
 
 // frame is a parsed, not yet authenticated, frame.
 type frame struct {
-	keyID  KeyID
-	sentAt int64 // Unix ms
-	nonce  [nonceBytes]byte
-	wake   Wake
-	signed []byte // the bytes the MAC covers
-	tag    []byte // the MAC
+	version byte
+	keyID   KeyID
+	sentAt  int64 // Unix ms
+	nonce   [nonceBytes]byte
+	wake    Wake
+	signed  []byte // the bytes the MAC covers
+	tag     []byte // the MAC
 }
 
 // Reasons a frame is refused before its contents are believed.
@@ -225,20 +292,22 @@ var (
 	errBadMAC     = errors.New("peerwake: frame MAC does not verify")
 )
 
-// parseFrame parses b, one frame without its length prefix. It checks the
-// structure and the wake's fields, not the MAC; the frame's slices alias b.
-func parseFrame(b []byte) (frame, error) {
+// parseFrame parses b, one frame without its length prefix, travelling in
+// direction d. It checks the structure, the version byte and hub against
+// d, and the wake's fields, not the MAC; the frame's slices alias b.
+func parseFrame(b []byte, d direction) (frame, error) {
 	var f frame
 	if len(b) < MinFrameBytes || len(b) > MaxFrameBytes {
 		return f, fmt.Errorf("%w: length %d outside [%d, %d]", errMalformed, len(b), MinFrameBytes, MaxFrameBytes)
 	}
-	if b[offVersion] != frameVersion {
-		return f, fmt.Errorf("%w: version byte %#x", errMalformed, b[offVersion])
+	if v := b[offVersion]; v != frameVersion && v != frameVersionWatch {
+		return f, fmt.Errorf("%w: version byte %#x", errMalformed, v)
 	}
 	keyLen := int(binary.BigEndian.Uint16(b[offKeyLen:]))
 	if headerBytes+keyLen+MACBytes != len(b) {
 		return f, fmt.Errorf("%w: key length %d disagrees with frame length %d", errMalformed, keyLen, len(b))
 	}
+	f.version = b[offVersion]
 	copy(f.keyID[:], b[offKeyID:])
 	f.sentAt = int64(binary.BigEndian.Uint64(b[offSentAt:]))
 	copy(f.nonce[:], b[offNonce:])
@@ -251,18 +320,21 @@ func parseFrame(b []byte) (frame, error) {
 	if err := f.wake.Validate(); err != nil {
 		return frame{}, fmt.Errorf("%w: %w", errMalformed, err)
 	}
+	if !d.accepts(f.version, f.wake.Hub) {
+		return frame{}, fmt.Errorf("%w: hub %q with version byte %#x", errMalformed, f.wake.Hub, f.version)
+	}
 	f.signed = b[:len(b)-MACBytes]
 	f.tag = b[len(b)-MACBytes:]
 	return f, nil
 }
 
-// authenticate parses b, one frame without its length prefix, and checks
-// that it names id and that its MAC verifies under mac, an HMAC keyed with
-// the secret whose KeyID is id. It returns an error wrapping errMalformed,
-// errUnknownKey or errBadMAC, in the order checked. scratch is reused for
-// the computed tag.
-func authenticate(b []byte, id KeyID, mac hash.Hash, scratch []byte) (frame, error) {
-	f, err := parseFrame(b)
+// authenticate parses b, one frame without its length prefix travelling
+// in direction d, and checks that it names id and that its MAC verifies
+// under mac, an HMAC keyed with the secret whose KeyID is id. It returns
+// an error wrapping errMalformed, errUnknownKey or errBadMAC, in the order
+// checked. scratch is reused for the computed tag.
+func authenticate(b []byte, d direction, id KeyID, mac hash.Hash, scratch []byte) (frame, error) {
+	f, err := parseFrame(b, d)
 	if err != nil {
 		return frame{}, err
 	}

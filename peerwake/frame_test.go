@@ -20,6 +20,12 @@ func TestWakeValidate(t *testing.T) {
 	}{
 		{"orchestrator", Wake{Hub: HubOrchestrator, Slot: 0, Key: "a"}, true},
 		{"worker", Wake{Hub: HubWorker, Slot: 255, Key: "a"}, true},
+		{"leases", Wake{Hub: HubLeases, Slot: 0, Key: "replica"}, true},
+		{"watch", Wake{Hub: HubWatch, Slot: 9, Key: "a"}, true},
+		{"changed", Wake{Hub: HubChanged, Slot: 9, Key: "a"}, true},
+		{"watch, slot 256", Wake{Hub: HubWatch, Slot: 256, Key: "a"}, false},
+		{"watch, empty key", Wake{Hub: HubWatch, Slot: 9}, false},
+		{"changed, key too long", Wake{Hub: HubChanged, Slot: 9, Key: strings.Repeat("k", MaxKeyBytes+1)}, false},
 		{"max key", Wake{Hub: HubWorker, Slot: 7, Key: strings.Repeat("k", MaxKeyBytes)}, true},
 		{"key too long", Wake{Hub: HubWorker, Slot: 7, Key: strings.Repeat("k", MaxKeyBytes+1)}, false},
 		{"empty key", Wake{Hub: HubWorker, Slot: 7}, false},
@@ -28,6 +34,7 @@ func TestWakeValidate(t *testing.T) {
 		{"slot 65536", Wake{Hub: HubWorker, Slot: 1 << 16, Key: "a"}, false},
 		{"hub 0", Wake{Slot: 1, Key: "a"}, false},
 		{"hub x", Wake{Hub: 'x', Slot: 1, Key: "a"}, false},
+		{"hub V", Wake{Hub: 'V', Slot: 1, Key: "a"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,6 +57,11 @@ func TestFrameRoundTrip(t *testing.T) {
 		visible time.Time // expected VisibleAt after decoding
 	}{
 		{"typical", Wake{Hub: HubOrchestrator, Slot: 42, Key: "instance-1", VisibleAt: t0}, t0},
+		{"leases", Wake{Hub: HubLeases, Slot: 0, Key: "replica-a"}, time.Time{}},
+		{"watch", Wake{Hub: HubWatch, Slot: 17, Key: "instance-w"}, time.Time{}},
+		{"watch, max key, slot 255", Wake{Hub: HubWatch, Slot: 255, Key: strings.Repeat("w", MaxKeyBytes)}, time.Time{}},
+		{"changed", Wake{Hub: HubChanged, Slot: 17, Key: "instance-w"}, time.Time{}},
+		{"changed, visibleAt travels", Wake{Hub: HubChanged, Slot: 0, Key: "x", VisibleAt: t0}, t0},
 		{"worker hub, slot 0", Wake{Hub: HubWorker, Slot: 0, Key: "x", VisibleAt: t0}, t0},
 		{"slot 255", Wake{Hub: HubOrchestrator, Slot: 255, Key: "x", VisibleAt: t0}, t0},
 		{"max key", Wake{Hub: HubWorker, Slot: 1, Key: strings.Repeat("é", MaxKeyBytes/2), VisibleAt: t0}, t0},
@@ -67,8 +79,10 @@ func TestFrameRoundTrip(t *testing.T) {
 			enc := encode(s, sentAt, nonceOf(7), tt.w)
 			require.Len(t, enc, prefixBytes+headerBytes+len(tt.w.Key)+MACBytes)
 			require.Equal(t, len(enc)-prefixBytes, int(binary.BigEndian.Uint16(enc)))
-			f, err := authenticate(body(enc), s.KeyID(), newMAC(s), nil)
+			f, err := authenticate(body(enc), directionOf(tt.w.Hub), s.KeyID(), newMAC(s), nil)
 			require.NoError(t, err)
+			require.Equal(t, versionFor(tt.w.Hub), f.version)
+			require.Nil(t, f.wake.Reply)
 			require.Equal(t, s.KeyID(), f.keyID)
 			require.Equal(t, sentAt.UnixMilli(), f.sentAt)
 			require.Equal(t, nonceOf(7), f.nonce)
@@ -92,27 +106,94 @@ func TestFrameSizeBounds(t *testing.T) {
 }
 
 // Every single-byte change anywhere in a frame is refused, and so is every
-// truncation and extension.
+// truncation and extension, in either direction.
 func TestFrameTamper(t *testing.T) {
 	s := mustSecret(t)
-	orig := body(encode(s, t0, nonceOf(3), wake("instance-tamper")))
-	for i := range orig {
-		for _, flip := range []byte{0x01, 0x80, 0xFF} {
-			b := append([]byte(nil), orig...)
-			b[i] ^= flip
-			_, err := authenticate(b, s.KeyID(), newMAC(s), nil)
-			require.Error(t, err, "byte %d ^ %#x accepted", i, flip)
-		}
+	for _, w := range []Wake{
+		wake("instance-tamper"),
+		{Hub: HubWatch, Slot: 3, Key: "instance-tamper"},
+		{Hub: HubChanged, Slot: 3, Key: "instance-tamper"},
+	} {
+		t.Run(string(w.Hub), func(t *testing.T) {
+			d := directionOf(w.Hub)
+			orig := body(encode(s, t0, nonceOf(3), w))
+			for i := range orig {
+				for _, flip := range []byte{0x01, 0x80, 0xFF} {
+					b := append([]byte(nil), orig...)
+					b[i] ^= flip
+					_, err := authenticate(b, d, s.KeyID(), newMAC(s), nil)
+					require.Error(t, err, "byte %d ^ %#x accepted", i, flip)
+				}
+			}
+			for n := range len(orig) {
+				_, err := authenticate(orig[:n], d, s.KeyID(), newMAC(s), nil)
+				require.ErrorIs(t, err, errMalformed, "truncated to %d", n)
+			}
+			_, err := authenticate(append(append([]byte(nil), orig...), 0), d, s.KeyID(), newMAC(s), nil)
+			require.ErrorIs(t, err, errMalformed)
+			// The untouched frame passes.
+			_, err = authenticate(orig, d, s.KeyID(), newMAC(s), nil)
+			require.NoError(t, err)
+		})
 	}
-	for n := range len(orig) {
-		_, err := authenticate(orig[:n], s.KeyID(), newMAC(s), nil)
-		require.ErrorIs(t, err, errMalformed, "truncated to %d", n)
+}
+
+// The version byte each hub is written with, and which versions and hubs
+// each direction takes: a receiver 0xD1 with o, w, l and 0xD2 with o, w,
+// l, v; a sender's reader 0xD2 with c only. Every frame here is correctly
+// signed, so a refusal is for its version or hub alone.
+func TestFrameVersions(t *testing.T) {
+	for hub, want := range map[byte]byte{
+		HubOrchestrator: 0xD1, HubWorker: 0xD1, HubLeases: 0xD1,
+		HubWatch: 0xD2, HubChanged: 0xD2,
+	} {
+		enc := encode(mustSecret(t), t0, nonceOf(1), Wake{Hub: hub, Slot: 1, Key: "k"})
+		require.Equal(t, want, body(enc)[offVersion], "hub %q", hub)
 	}
-	_, err := authenticate(append(append([]byte(nil), orig...), 0), s.KeyID(), newMAC(s), nil)
-	require.ErrorIs(t, err, errMalformed)
-	// The untouched frame passes.
-	_, err = authenticate(orig, s.KeyID(), newMAC(s), nil)
-	require.NoError(t, err)
+
+	s := mustSecret(t)
+	tests := []struct {
+		version byte
+		hub     byte
+		d       direction
+		ok      bool
+	}{
+		{0xD1, HubOrchestrator, toReceiver, true},
+		{0xD1, HubWorker, toReceiver, true},
+		{0xD1, HubLeases, toReceiver, true},
+		{0xD1, HubWatch, toReceiver, false},
+		{0xD1, HubChanged, toReceiver, false},
+		{0xD2, HubOrchestrator, toReceiver, true},
+		{0xD2, HubWorker, toReceiver, true},
+		{0xD2, HubLeases, toReceiver, true},
+		{0xD2, HubWatch, toReceiver, true},
+		{0xD2, HubChanged, toReceiver, false},
+		{0xD3, HubOrchestrator, toReceiver, false},
+		{0xD3, HubWatch, toReceiver, false},
+		{0x00, HubOrchestrator, toReceiver, false},
+		{0xD2, HubChanged, toSender, true},
+		{0xD1, HubChanged, toSender, false},
+		{0xD3, HubChanged, toSender, false},
+		{0xD2, HubWatch, toSender, false},
+		{0xD2, HubOrchestrator, toSender, false},
+		{0xD1, HubOrchestrator, toSender, false},
+		{0xD1, HubLeases, toSender, false},
+	}
+	for _, tt := range tests {
+		dir := map[direction]string{toReceiver: "to receiver", toSender: "to sender"}[tt.d]
+		t.Run(fmt.Sprintf("%#x %c %s", tt.version, tt.hub, dir), func(t *testing.T) {
+			w := Wake{Hub: tt.hub, Slot: 5, Key: "instance"}
+			b := body(appendFrameVersion(nil, tt.version, newMAC(s), s.KeyID(), t0, nonceOf(2), w))
+			f, err := authenticate(b, tt.d, s.KeyID(), newMAC(s), nil)
+			if !tt.ok {
+				require.ErrorIs(t, err, errMalformed)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.version, f.version)
+			require.Equal(t, w.Key, f.wake.Key)
+		})
+	}
 }
 
 func TestFrameAuthenticateErrors(t *testing.T) {
@@ -128,29 +209,40 @@ func TestFrameAuthenticateErrors(t *testing.T) {
 	binary.BigEndian.PutUint16(withEmptyKey[offKeyLen:], 0)
 	withEmptyKey = append(withEmptyKey, make([]byte, MACBytes)...)
 	badVersion := append([]byte(nil), good...)
-	badVersion[0] = 0xD2
+	badVersion[0] = 0xD3
+	changed := body(encode(s, t0, nonceOf(1), Wake{Hub: HubChanged, Slot: 1, Key: "i"}))
+	// A wake's version byte raised to 0xD2 after signing: the MAC covers it.
+	raised := append([]byte(nil), good...)
+	raised[0] = 0xD2
 
 	tests := []struct {
 		name string
 		b    []byte
+		d    direction
 		id   KeyID
 		s    Secret
 		want error
 	}{
-		{"good", good, s.KeyID(), s, nil},
-		{"unknown key id", good, other.KeyID(), other, errUnknownKey},
-		{"wrong secret, right id", good, s.KeyID(), other, errBadMAC},
-		{"forged", forged, s.KeyID(), s, errBadMAC},
-		{"bad hub", withBadHub, s.KeyID(), s, errMalformed},
-		{"bad slot", withBadSlot, s.KeyID(), s, errMalformed},
-		{"empty key", withEmptyKey, s.KeyID(), s, errMalformed},
-		{"bad version", badVersion, s.KeyID(), s, errMalformed},
-		{"empty", nil, s.KeyID(), s, errMalformed},
-		{"oversize", make([]byte, MaxFrameBytes+1), s.KeyID(), s, errMalformed},
+		{"good", good, toReceiver, s.KeyID(), s, nil},
+		{"unknown key id", good, toReceiver, other.KeyID(), other, errUnknownKey},
+		{"wrong secret, right id", good, toReceiver, s.KeyID(), other, errBadMAC},
+		{"forged", forged, toReceiver, s.KeyID(), s, errBadMAC},
+		{"bad hub", withBadHub, toReceiver, s.KeyID(), s, errMalformed},
+		{"bad slot", withBadSlot, toReceiver, s.KeyID(), s, errMalformed},
+		{"empty key", withEmptyKey, toReceiver, s.KeyID(), s, errMalformed},
+		{"bad version", badVersion, toReceiver, s.KeyID(), s, errMalformed},
+		{"version raised after signing", raised, toReceiver, s.KeyID(), s, errBadMAC},
+		{"empty", nil, toReceiver, s.KeyID(), s, errMalformed},
+		{"oversize", make([]byte, MaxFrameBytes+1), toReceiver, s.KeyID(), s, errMalformed},
+		{"reply", changed, toSender, s.KeyID(), s, nil},
+		{"reply to a receiver", changed, toReceiver, s.KeyID(), s, errMalformed},
+		{"wake to a sender", good, toSender, s.KeyID(), s, errMalformed},
+		{"reply, unknown key id", changed, toSender, other.KeyID(), other, errUnknownKey},
+		{"reply, wrong secret, right id", changed, toSender, s.KeyID(), other, errBadMAC},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := authenticate(tt.b, tt.id, newMAC(tt.s), make([]byte, 0, MACBytes))
+			_, err := authenticate(tt.b, tt.d, tt.id, newMAC(tt.s), make([]byte, 0, MACBytes))
 			if tt.want == nil {
 				require.NoError(t, err)
 			} else {

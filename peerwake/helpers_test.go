@@ -59,6 +59,14 @@ func encode(s Secret, sentAt time.Time, nonce [nonceBytes]byte, w Wake) []byte {
 	return appendFrame(nil, newMAC(s), s.KeyID(), sentAt, nonce, w)
 }
 
+// directionOf is the direction a frame of hub travels in.
+func directionOf(hub byte) direction {
+	if hub == HubChanged {
+		return toSender
+	}
+	return toReceiver
+}
+
 // body strips the length prefix of an encoded frame.
 func body(b []byte) []byte { return b[prefixBytes:] }
 

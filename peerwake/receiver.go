@@ -2,6 +2,7 @@ package peerwake
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -40,6 +41,10 @@ const (
 	DefaultReceiverIdleTimeout = 2 * time.Minute
 )
 
+// replyQueueLen bounds each connection's queue of replies not yet written:
+// Reply.Send drops a reply when it is full.
+const replyQueueLen = 64
+
 // maxRateLimit bounds MaxRate and Burst, far above any use, so that token
 // arithmetic cannot overflow.
 const maxRateLimit = 1_000_000_000
@@ -55,7 +60,9 @@ type ReceiverOptions struct {
 	Secret Secret
 	// OnWake receives every delivered wake, on the goroutine of the
 	// connection that carried it (so calls can be concurrent). It must not
-	// block: signal a hub and return. Required.
+	// block: signal a hub and return. A HubWatch wake carries the way back
+	// to its sender in Wake.Reply, which OnWake may keep and use later
+	// (every watch of one connection carries the same *Reply). Required.
 	OnWake func(Wake)
 	// Window is how far a frame's sent-at time may lie from Now, either
 	// way, for the frame to be considered; default DefaultWindow (30 s),
@@ -91,14 +98,36 @@ type ReceiverOptions struct {
 	// IdleTimeout closes a connection that carried no complete frame for
 	// this long; default DefaultReceiverIdleTimeout (2 min).
 	IdleTimeout time.Duration
+	// ReplyWriteTimeout bounds each write of replies (HubChanged frames)
+	// back to a sender; default DefaultWriteTimeout (1 s). A write that
+	// fails or times out closes the connection: its queued replies are
+	// dropped and its Reply's Done is closed.
+	ReplyWriteTimeout time.Duration
 	// Logger receives connection-level diagnostics (refusals at debug
 	// level, accept failures at warn). It never receives keys, secrets or
 	// frame contents. Default: a no-op logger.
 	Logger *zap.Logger
 	// Now is the clock for the window check, the replay cache and the
-	// rate limit; default time.Now. Connection deadlines use the system
-	// clock regardless.
+	// rate limit, and stamps replies' sent-at time; default time.Now.
+	// Connection deadlines use the system clock regardless.
 	Now func() time.Time
+
+	// hooks are test hooks; nil outside tests.
+	hooks *receiverHooks
+}
+
+// receiverHooks let tests hold a reply writer at a known point instead of
+// sleeping. Each is called on the goroutine named.
+type receiverHooks struct {
+	// beforeReplyWrite is called on the reply writer before each write,
+	// after its deadline is set, with the connection written to.
+	beforeReplyWrite func(net.Conn)
+}
+
+func (h *receiverHooks) replyWrite(c net.Conn) {
+	if h != nil && h.beforeReplyWrite != nil {
+		h.beforeReplyWrite(c)
+	}
 }
 
 // ReceiverStats counts what a Receiver did with the frames and
@@ -132,20 +161,29 @@ type ReceiverStats struct {
 	ConnsEvicted uint64
 	// Conns is the number of connections open now.
 	Conns int
+	// RepliesSent counts replies (HubChanged frames) written back to
+	// senders (which does not prove that the sender read them).
+	RepliesSent uint64
+	// RepliesDropped counts replies given to Reply.Send and not written:
+	// invalid, the connection ended, its reply queue full, a failed
+	// write, or queued when the connection ended.
+	RepliesDropped uint64
 }
 
 // Receiver listens for wake frames and delivers the authentic ones to
 // OnWake. It starts serving in NewReceiver; Close stops it. Its methods
 // are safe for concurrent use.
 type Receiver struct {
-	onWake      func(Wake)
-	now         func() time.Time
-	windowMs    int64
-	maxConns    int
-	idleTimeout time.Duration
-	log         *zap.Logger
-	ln          net.Listener
-	key         atomic.Pointer[keyState]
+	onWake       func(Wake)
+	now          func() time.Time
+	windowMs     int64
+	maxConns     int
+	idleTimeout  time.Duration
+	replyTimeout time.Duration
+	hooks        *receiverHooks
+	log          *zap.Logger
+	ln           net.Listener
+	key          atomic.Pointer[keyState]
 
 	gateMu sync.Mutex
 	gate   *gate
@@ -155,13 +193,14 @@ type Receiver struct {
 	seq    uint64
 	closed bool
 
-	wg        sync.WaitGroup // the accept loop and every connection goroutine
+	wg        sync.WaitGroup // the accept loop, every connection goroutine and reply writer
 	done      chan struct{}  // closed by Close
 	closeOnce sync.Once
 	closeErr  error
 
 	accepted, badFrames, unknownKey, badMAC, stale, replayed, rateLimited atomic.Uint64
 	connsAccepted, connsRefused, connsEvicted                             atomic.Uint64
+	repliesSent, repliesDropped                                           atomic.Uint64
 }
 
 // keyState is the current secret and its KeyID.
@@ -204,6 +243,9 @@ func NewReceiver(opts ReceiverOptions) (*Receiver, error) {
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = DefaultReceiverIdleTimeout
 	}
+	if opts.ReplyWriteTimeout == 0 {
+		opts.ReplyWriteTimeout = DefaultWriteTimeout
+	}
 	switch {
 	case opts.Window < time.Millisecond:
 		return nil, fmt.Errorf("peerwake: ReceiverOptions.Window %v is below 1ms", opts.Window)
@@ -217,6 +259,8 @@ func NewReceiver(opts ReceiverOptions) (*Receiver, error) {
 		return nil, fmt.Errorf("peerwake: ReceiverOptions.ReplayCacheSize %d is negative", opts.ReplayCacheSize)
 	case opts.IdleTimeout < 0:
 		return nil, fmt.Errorf("peerwake: ReceiverOptions.IdleTimeout %v is negative", opts.IdleTimeout)
+	case opts.ReplyWriteTimeout < 0:
+		return nil, fmt.Errorf("peerwake: ReceiverOptions.ReplyWriteTimeout %v is negative", opts.ReplyWriteTimeout)
 	}
 	if opts.ReplayCacheSize == 0 {
 		secs := int((opts.Window + time.Second - 1) / time.Second)
@@ -234,16 +278,18 @@ func NewReceiver(opts ReceiverOptions) (*Receiver, error) {
 		return nil, fmt.Errorf("peerwake: listening on %q: %w", opts.Listen, err)
 	}
 	r := &Receiver{
-		onWake:      opts.OnWake,
-		now:         opts.Now,
-		windowMs:    opts.Window.Milliseconds(),
-		maxConns:    opts.MaxConns,
-		idleTimeout: opts.IdleTimeout,
-		log:         opts.Logger.Named("peerwake"),
-		ln:          ln,
-		gate:        newGate(opts.MaxRate, opts.Burst, opts.ReplayCacheSize),
-		conns:       make(map[*rconn]struct{}),
-		done:        make(chan struct{}),
+		onWake:       opts.OnWake,
+		now:          opts.Now,
+		windowMs:     opts.Window.Milliseconds(),
+		maxConns:     opts.MaxConns,
+		idleTimeout:  opts.IdleTimeout,
+		replyTimeout: opts.ReplyWriteTimeout,
+		hooks:        opts.hooks,
+		log:          opts.Logger.Named("peerwake"),
+		ln:           ln,
+		gate:         newGate(opts.MaxRate, opts.Burst, opts.ReplayCacheSize),
+		conns:        make(map[*rconn]struct{}),
+		done:         make(chan struct{}),
 	}
 	r.key.Store(&keyState{secret: opts.Secret, id: opts.Secret.KeyID()})
 	r.log.Info("peer wake receiver listening", zap.Stringer("addr", ln.Addr()))
@@ -260,8 +306,9 @@ func (r *Receiver) Addr() net.Addr { return r.ln.Addr() }
 func (r *Receiver) KeyID() KeyID { return r.key.Load().id }
 
 // SetSecret replaces the secret: frames signed with the previous one are
-// refused (as UnknownKey) from now on, including on open connections. The
-// replay cache is kept. The all-zero secret is refused.
+// refused (as UnknownKey) from now on, including on open connections, and
+// replies written from now on are signed with s. The replay cache is kept.
+// The all-zero secret is refused.
 func (r *Receiver) SetSecret(s Secret) error {
 	if s.IsZero() {
 		return errors.New("peerwake: SetSecret: all-zero secret")
@@ -276,24 +323,28 @@ func (r *Receiver) Stats() ReceiverStats {
 	conns := len(r.conns)
 	r.mu.Unlock()
 	return ReceiverStats{
-		Accepted:      r.accepted.Load(),
-		BadFrames:     r.badFrames.Load(),
-		UnknownKey:    r.unknownKey.Load(),
-		BadMAC:        r.badMAC.Load(),
-		Stale:         r.stale.Load(),
-		Replayed:      r.replayed.Load(),
-		RateLimited:   r.rateLimited.Load(),
-		ConnsAccepted: r.connsAccepted.Load(),
-		ConnsRefused:  r.connsRefused.Load(),
-		ConnsEvicted:  r.connsEvicted.Load(),
-		Conns:         conns,
+		Accepted:       r.accepted.Load(),
+		BadFrames:      r.badFrames.Load(),
+		UnknownKey:     r.unknownKey.Load(),
+		BadMAC:         r.badMAC.Load(),
+		Stale:          r.stale.Load(),
+		Replayed:       r.replayed.Load(),
+		RateLimited:    r.rateLimited.Load(),
+		ConnsAccepted:  r.connsAccepted.Load(),
+		ConnsRefused:   r.connsRefused.Load(),
+		ConnsEvicted:   r.connsEvicted.Load(),
+		Conns:          conns,
+		RepliesSent:    r.repliesSent.Load(),
+		RepliesDropped: r.repliesDropped.Load(),
 	}
 }
 
 // Close stops the listener, closes every connection and waits for the
-// accept loop and every connection goroutine to return; an OnWake call in
-// progress finishes first, and none starts after Close returns. It returns
-// the listener's close error, and the same on later calls.
+// accept loop, every connection goroutine and every reply writer to
+// return; an OnWake call in progress finishes first, and none starts after
+// Close returns. Every Reply's Done is closed and its queued replies are
+// dropped. It returns the listener's close error, and the same on later
+// calls.
 func (r *Receiver) Close() error {
 	r.closeOnce.Do(func() {
 		r.mu.Lock()
@@ -408,8 +459,16 @@ func (r *Receiver) refuse(rc *rconn, counter *atomic.Uint64, reason string) {
 // frame that warrants closing it: malformed, unauthenticated or replayed.
 // Stale and rate-limited frames are dropped but keep the connection open:
 // they come from a sender holding the secret, whose next frame may pass.
+// The connection's Reply, made at its first watch, ends when serve
+// returns, after the connection is closed.
 func (r *Receiver) serve(rc *rconn) {
+	var reply *Reply
 	defer r.wg.Done()
+	defer func() {
+		if reply != nil {
+			reply.end()
+		}
+	}()
 	defer r.release(rc)
 	var (
 		prefix  [prefixBytes]byte
@@ -444,7 +503,7 @@ func (r *Receiver) serve(rc *rconn) {
 		if cur != ks {
 			ks, mac = cur, newMAC(cur.secret)
 		}
-		f, err := authenticate(buf[:n], ks.id, mac, scratch)
+		f, err := authenticate(buf[:n], toReceiver, ks.id, mac, scratch)
 		switch {
 		case errors.Is(err, errUnknownKey):
 			r.refuse(rc, &r.unknownKey, "unknown key id")
@@ -476,7 +535,175 @@ func (r *Receiver) serve(rc *rconn) {
 			r.rateLimited.Add(1)
 			continue
 		}
+		if f.wake.Hub == HubWatch {
+			if reply == nil {
+				reply = &Reply{r: r, rc: rc, queue: make(chan Wake, replyQueueLen), done: make(chan struct{})}
+			}
+			f.wake.Reply = reply
+		}
 		r.accepted.Add(1)
 		r.onWake(f.wake)
+	}
+}
+
+// closedChan is closed: the Done of a nil *Reply.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// Reply is the way back to the sender of a HubWatch frame: HubChanged
+// wakes given to Send are written back on the connection that carried the
+// watch, signed with the receiver's current secret. A connection has one
+// Reply, shared by all the watches it carries, made at the first; its
+// writer goroutine starts at the first Send. Its methods are safe for
+// concurrent use, and on a nil *Reply (Send returns false, Done a closed
+// channel).
+type Reply struct {
+	r     *Receiver
+	rc    *rconn
+	queue chan Wake     // replies not yet written, at most replyQueueLen
+	done  chan struct{} // closed by end
+
+	mu      sync.Mutex
+	ended   bool // the connection has ended: Send drops
+	writing bool // the writer goroutine was started
+}
+
+// Send queues w (a HubChanged wake) to be written back on the connection,
+// signed with the receiver's current secret. It never blocks: it returns
+// false, and counts the drop, when the connection has ended, its reply
+// queue (64 replies) is full, or w is not a valid HubChanged wake. True
+// means queued, not delivered: a reply still queued when the connection
+// ends is dropped (and counted).
+func (p *Reply) Send(w Wake) bool {
+	if p == nil {
+		return false
+	}
+	if w.Hub != HubChanged || w.Validate() != nil {
+		p.r.repliesDropped.Add(1)
+		return false
+	}
+	w.Reply = nil
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended {
+		p.r.repliesDropped.Add(1)
+		return false
+	}
+	select {
+	case p.queue <- w:
+	default:
+		p.r.repliesDropped.Add(1)
+		return false
+	}
+	if !p.writing {
+		// The connection's serve goroutine has not returned (p.ended is
+		// false), so the wait group's count is not zero.
+		p.writing = true
+		p.r.wg.Add(1)
+		go p.r.writeReplies(p)
+	}
+	return true
+}
+
+// Done is closed when the connection has ended; replies sent after it are
+// dropped.
+func (p *Reply) Done() <-chan struct{} {
+	if p == nil {
+		return closedChan
+	}
+	return p.done
+}
+
+// end marks the connection ended, after it was closed: Send drops from now
+// on, and the writer drops what is queued and returns.
+func (p *Reply) end() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ended = true
+	close(p.done)
+}
+
+// writeReplies is a connection's reply writer: it writes the queued
+// replies, those queued together in one write, until the connection ends.
+// A failed write closes the connection, which ends its serve goroutine and
+// so the Reply.
+func (r *Receiver) writeReplies(p *Reply) {
+	defer r.wg.Done()
+	var (
+		buf []byte
+		ks  *keyState
+		mac hash.Hash
+	)
+	for {
+		select {
+		case <-p.done:
+			r.dropQueuedReplies(p)
+			return
+		case w := <-p.queue:
+			cur := r.key.Load()
+			if cur != ks {
+				ks, mac = cur, newMAC(cur.secret)
+			}
+			var n int
+			buf, n = r.batchReplies(buf[:0], mac, ks.id, w, p.queue)
+			if err := r.writeReply(p.rc, buf); err != nil {
+				r.repliesDropped.Add(uint64(n))
+				select {
+				case <-p.done: // closed meanwhile: nothing to report
+				default:
+					r.log.Debug("peer wake reply write failed; closing the connection", zap.Stringer("remote", p.rc.c.RemoteAddr()))
+				}
+				_ = p.rc.c.Close()
+				<-p.done
+				r.dropQueuedReplies(p)
+				return
+			}
+			r.repliesSent.Add(uint64(n))
+		}
+	}
+}
+
+// batchReplies encodes w and the replies already queued behind it, up to
+// maxBatchBytes, into buf; it returns buf and the number of frames.
+func (r *Receiver) batchReplies(buf []byte, mac hash.Hash, id KeyID, w Wake, queue chan Wake) ([]byte, int) {
+	n := 0
+	for {
+		var nonce [nonceBytes]byte
+		_, _ = rand.Read(nonce[:]) // never fails (crypto/rand since Go 1.24)
+		buf = appendFrame(buf, mac, id, r.now(), nonce, w)
+		n++
+		if len(buf)+prefixBytes+MaxFrameBytes > maxBatchBytes {
+			return buf, n
+		}
+		select {
+		case w = <-queue:
+		default:
+			return buf, n
+		}
+	}
+}
+
+func (r *Receiver) writeReply(rc *rconn, buf []byte) error {
+	if err := rc.c.SetWriteDeadline(time.Now().Add(r.replyTimeout)); err != nil {
+		return err
+	}
+	r.hooks.replyWrite(rc.c)
+	_, err := rc.c.Write(buf)
+	return err
+}
+
+// dropQueuedReplies counts the replies left in p's queue as dropped, once
+// the connection has ended (nothing is queued after that).
+func (r *Receiver) dropQueuedReplies(p *Reply) {
+	for {
+		select {
+		case <-p.queue:
+			r.repliesDropped.Add(1)
+		default:
+			return
+		}
 	}
 }

@@ -32,6 +32,7 @@ func TestNewReceiverOptions(t *testing.T) {
 		{"negative Burst", ReceiverOptions{Listen: "127.0.0.1:0", Secret: s, OnWake: on, Burst: -1}, false},
 		{"negative cache", ReceiverOptions{Listen: "127.0.0.1:0", Secret: s, OnWake: on, ReplayCacheSize: -1}, false},
 		{"negative idle", ReceiverOptions{Listen: "127.0.0.1:0", Secret: s, OnWake: on, IdleTimeout: -1}, false},
+		{"negative reply write timeout", ReceiverOptions{Listen: "127.0.0.1:0", Secret: s, OnWake: on, ReplyWriteTimeout: -1}, false},
 		{"bad address", ReceiverOptions{Listen: "127.0.0.1:99999", Secret: s, OnWake: on}, false},
 	}
 	for _, tt := range tests {
@@ -47,6 +48,7 @@ func TestNewReceiverOptions(t *testing.T) {
 			require.Equal(t, DefaultMaxConns, r.maxConns)
 			require.Equal(t, DefaultWindow.Milliseconds(), r.windowMs)
 			require.Equal(t, DefaultMaxRate*30+DefaultMaxRate, r.gate.limit)
+			require.Equal(t, DefaultWriteTimeout, r.replyTimeout)
 			require.NoError(t, r.Close())
 			require.NoError(t, r.Close(), "Close is idempotent")
 		})
@@ -92,6 +94,11 @@ func TestReceiverRefuses(t *testing.T) {
 	badLen := append([]byte(nil), valid...) // prefix says one byte more
 	binary.BigEndian.PutUint16(badLen, uint16(len(valid)-prefixBytes+1))
 	badLen = append(badLen, 0)
+	watch := Wake{Hub: HubWatch, Slot: 42, Key: "i"}
+	changed := Wake{Hub: HubChanged, Slot: 42, Key: "i"}
+	sign := func(version byte, w Wake, nonce uint64) []byte {
+		return appendFrameVersion(nil, version, newMAC(s), s.KeyID(), t0, nonceOf(nonce), w)
+	}
 
 	type stats = ReceiverStats
 	tests := []struct {
@@ -121,6 +128,15 @@ func TestReceiverRefuses(t *testing.T) {
 		{"stale then valid on the same connection", [][]byte{encode(s, at(-time.Hour), nonceOf(8), wake("i")), valid}, false, 1, stats{Accepted: 1, Stale: 1}},
 		{"replay", [][]byte{valid, valid}, true, 1, stats{Accepted: 1, Replayed: 1}},
 		{"replay then fresh nonce is not read", [][]byte{valid, valid, encode(s, t0, nonceOf(9), wake("i"))}, true, 1, stats{Accepted: 1, Replayed: 1}},
+		{"watch", [][]byte{encode(s, t0, nonceOf(10), watch)}, false, 1, stats{Accepted: 1}},
+		{"wake with version 0xD2", [][]byte{sign(frameVersionWatch, wake("i"), 11)}, false, 1, stats{Accepted: 1}},
+		{"watch with version 0xD1", [][]byte{sign(frameVersion, watch, 12)}, true, 0, stats{BadFrames: 1}},
+		{"changed", [][]byte{encode(s, t0, nonceOf(13), changed)}, true, 0, stats{BadFrames: 1}},
+		{"changed with version 0xD1", [][]byte{sign(frameVersion, changed, 14)}, true, 0, stats{BadFrames: 1}},
+		{"valid then changed", [][]byte{valid, encode(s, t0, nonceOf(15), changed)}, true, 1, stats{Accepted: 1, BadFrames: 1}},
+		{"version 0xD3", [][]byte{sign(0xD3, wake("i"), 16)}, true, 0, stats{BadFrames: 1}},
+		{"stale watch", [][]byte{encode(s, at(-time.Hour), nonceOf(17), watch)}, false, 0, stats{Stale: 1}},
+		{"replayed watch", [][]byte{encode(s, t0, nonceOf(18), watch), encode(s, t0, nonceOf(18), watch)}, true, 1, stats{Accepted: 1, Replayed: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package peerwake
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash"
@@ -94,6 +95,22 @@ type SenderOptions struct {
 	// Dial opens connections; default a net.Dialer's DialContext. The
 	// context carries DialTimeout and is cancelled by Close.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// OnReply receives every authenticated HubChanged frame a peer writes
+	// back on this sender's connection to it (the answer to a HubWatch
+	// wake sent there), on that connection's reader goroutine (calls may
+	// be concurrent across peers). It must not block; it may call Send.
+	// None is in progress or starts after Close returns. A watch lasts as
+	// long as the connection that carried it: the connection closes after
+	// IdleTimeout without a Send to the peer, on a failure, or when the
+	// peer closes it, so a client renews its watches. Nil: replies are
+	// read and discarded (counted).
+	OnReply func(from Peer, w Wake)
+	// ReplyWindow is how far a reply's sent-at time may lie from Now,
+	// either way, for the reply to be delivered; default DefaultWindow
+	// (30 s), at least 1 ms. Replies outside it are refused (counted) and
+	// dropped; the connection stays open, as a receiver keeps it open for
+	// a stale wake.
+	ReplyWindow time.Duration
 
 	// hooks are test hooks; nil outside tests.
 	hooks *senderHooks
@@ -104,6 +121,13 @@ type SenderOptions struct {
 type senderHooks struct {
 	afterBatch func(addr string) // after a batch was written or dropped
 	peerExit   func(addr string) // as a peer goroutine ends
+	afterReply func(addr string) // on the reader, after a reply frame was delivered or refused
+}
+
+func (h *senderHooks) replyDone(addr string) {
+	if h != nil && h.afterReply != nil {
+		h.afterReply(addr)
+	}
 }
 
 func (h *senderHooks) batchDone(addr string) {
@@ -134,6 +158,15 @@ type SenderStats struct {
 	WriteFailures uint64
 	// Peers is the number of peers with a running goroutine now.
 	Peers int
+	// RepliesReceived counts authenticated replies (HubChanged frames)
+	// read from peers: delivered to OnReply, or discarded when it is nil.
+	RepliesReceived uint64
+	// RepliesRefused counts frames read from peers and refused: bad length
+	// prefix, version or hub (anything but a 0xD2 HubChanged frame),
+	// inconsistent lengths, a frame cut short, another KeyID than the
+	// peer's secret's, a bad MAC (each of those closes the connection),
+	// or a sent-at time outside ReplyWindow (dropped only).
+	RepliesRefused uint64
 }
 
 // Sender sends wakes to peers' receivers without ever blocking its caller
@@ -156,6 +189,7 @@ type Sender struct {
 	drained chan struct{}
 
 	sent, dropped, dialFailures, writeFailures atomic.Uint64
+	repliesReceived, repliesRefused            atomic.Uint64
 }
 
 // peer is one peer's queue; its goroutine (Sender.run) owns everything
@@ -186,6 +220,9 @@ func NewSender(opts SenderOptions) (*Sender, error) {
 	if opts.MaxBackoff == 0 {
 		opts.MaxBackoff = max(DefaultMaxBackoff, opts.MinBackoff)
 	}
+	if opts.ReplyWindow == 0 {
+		opts.ReplyWindow = DefaultWindow
+	}
 	switch {
 	case opts.QueueLen < 0:
 		return nil, fmt.Errorf("peerwake: SenderOptions.QueueLen %d is negative", opts.QueueLen)
@@ -193,6 +230,8 @@ func NewSender(opts SenderOptions) (*Sender, error) {
 		return nil, errors.New("peerwake: SenderOptions has a negative duration")
 	case opts.MaxBackoff < opts.MinBackoff:
 		return nil, fmt.Errorf("peerwake: SenderOptions.MaxBackoff %v is below MinBackoff %v", opts.MaxBackoff, opts.MinBackoff)
+	case opts.ReplyWindow < time.Millisecond:
+		return nil, fmt.Errorf("peerwake: SenderOptions.ReplyWindow %v is below 1ms", opts.ReplyWindow)
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
@@ -217,14 +256,21 @@ func NewSender(opts SenderOptions) (*Sender, error) {
 
 // Send queues w for the receiver at to and returns at once; it never waits
 // for the network. It returns an error wrapping ErrInvalidWake for an
-// invalid wake, an error for a peer without address or secret, ErrClosed
-// after Close, and ErrQueueFull (the wake is dropped and counted) when the
-// peer's queue is full. A nil error means queued, not delivered: the wake
-// may still be dropped (see SenderStats.Dropped).
+// invalid wake or a HubChanged one (those travel only from a receiver,
+// by Reply.Send), an error for a peer without address or secret,
+// ErrClosed after Close, and ErrQueueFull (the wake is dropped and
+// counted) when the peer's queue is full. A nil error means queued, not
+// delivered: the wake may still be dropped (see SenderStats.Dropped). A
+// HubWatch wake is sent like any other; the peer's answers reach OnReply.
+// w.Reply is ignored.
 func (s *Sender) Send(to Peer, w Wake) error {
 	if err := w.Validate(); err != nil {
 		return err
 	}
+	if w.Hub == HubChanged {
+		return fmt.Errorf("%w: HubChanged travels only from a receiver back to a sender", ErrInvalidWake)
+	}
+	w.Reply = nil
 	if to.Addr == "" {
 		return errors.New("peerwake: Send: peer without address")
 	}
@@ -259,11 +305,13 @@ func (s *Sender) Stats() SenderStats {
 	peers := len(s.peers)
 	s.mu.Unlock()
 	return SenderStats{
-		Sent:          s.sent.Load(),
-		Dropped:       s.dropped.Load(),
-		DialFailures:  s.dialFailures.Load(),
-		WriteFailures: s.writeFailures.Load(),
-		Peers:         peers,
+		Sent:            s.sent.Load(),
+		Dropped:         s.dropped.Load(),
+		DialFailures:    s.dialFailures.Load(),
+		WriteFailures:   s.writeFailures.Load(),
+		Peers:           peers,
+		RepliesReceived: s.repliesReceived.Load(),
+		RepliesRefused:  s.repliesRefused.Load(),
 	}
 }
 
@@ -304,7 +352,8 @@ func (s *Sender) settle(n int) {
 }
 
 // Close stops every peer goroutine, closing their connections and
-// dropping (and counting) the wakes still queued, and waits for them.
+// dropping (and counting) the wakes still queued, and waits for them and
+// for their connections' readers (so no OnReply call is in progress).
 // Send after Close returns ErrClosed. Close always returns nil; later
 // calls do nothing more.
 func (s *Sender) Close() error {
@@ -316,12 +365,12 @@ func (s *Sender) Close() error {
 	return nil
 }
 
-// conn is a peer goroutine's connection, with the goroutine that reads it
-// to notice when the receiver closes it.
+// conn is a peer goroutine's connection, with the goroutine that reads the
+// receiver's replies from it and notices when the receiver closes it.
 type conn struct {
 	c        net.Conn
 	dialedAt time.Time
-	dead     chan struct{} // closed when the reader returns
+	dead     chan struct{} // closed when the reader returns: the connection has ended
 	stop     func() bool   // unregisters the Close hook
 }
 
@@ -391,7 +440,7 @@ func (s *Sender) run(p *peer) {
 			buf, n = s.batch(buf[:0], mac, id, w, p.queue)
 			if cn == nil && !time.Now().Before(retryAt) {
 				var err error
-				if cn, err = s.dial(p.to.Addr); err != nil {
+				if cn, err = s.dial(p.to); err != nil {
 					if s.ctx.Err() == nil {
 						s.dialFailures.Add(1)
 						s.log.Debug("peer wake dial failed", zap.String("peer", p.to.Addr), zap.Error(err))
@@ -439,23 +488,87 @@ func (s *Sender) batch(buf []byte, mac hash.Hash, id KeyID, w Wake, queue chan W
 	}
 }
 
-// dial connects to addr and starts the connection's reader, which only
-// watches for the receiver closing it (receivers never write).
-func (s *Sender) dial(addr string) (*conn, error) {
+// dial connects to the peer and starts the connection's reader (see
+// readReplies).
+func (s *Sender) dial(to Peer) (*conn, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.DialTimeout)
 	defer cancel()
-	c, err := s.opts.Dial(ctx, "tcp", addr)
+	c, err := s.opts.Dial(ctx, "tcp", to.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("peerwake: dialing %s: %w", addr, err)
+		return nil, fmt.Errorf("peerwake: dialing %s: %w", to.Addr, err)
 	}
 	cn := &conn{c: c, dialedAt: time.Now(), dead: make(chan struct{})}
-	// Close interrupts a write in progress.
+	// Close interrupts a write or read in progress.
 	cn.stop = context.AfterFunc(s.ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
-	go func() { // owned by the peer goroutine: hangUp waits for it
-		defer close(cn.dead)
-		_, _ = io.Copy(io.Discard, c)
-	}()
+	go s.readReplies(to, cn) // owned by the peer goroutine: hangUp waits for it
 	return cn, nil
+}
+
+// readReplies reads the frames the peer writes back on cn, replies to the
+// watches sent there, until the connection ends (the peer or hangUp closes
+// it) or carries a frame it refuses, which closes it; then it closes
+// cn.dead. It checks what a receiver checks, in the same order, with the
+// peer's secret, except the nonce (see the package documentation): the
+// length bounds, the version and hub (0xD2 HubChanged only) and field
+// consistency, the KeyID, the MAC and the window.
+func (s *Sender) readReplies(to Peer, cn *conn) {
+	defer close(cn.dead)
+	var (
+		prefix   [prefixBytes]byte
+		buf      = make([]byte, MaxFrameBytes)
+		scratch  = make([]byte, 0, MACBytes)
+		id       = to.Secret.KeyID()
+		mac      = newMAC(to.Secret)
+		windowMs = s.opts.ReplyWindow.Milliseconds()
+	)
+	refuse := func(reason string) {
+		s.repliesRefused.Add(1)
+		s.log.Debug("peer wake reply refused; closing the connection", zap.String("reason", reason), zap.String("peer", to.Addr))
+		_ = cn.c.Close()
+		s.opts.hooks.replyDone(to.Addr)
+	}
+	for {
+		if _, err := io.ReadFull(cn.c, prefix[:]); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				refuse("truncated length prefix")
+			}
+			return // EOF between frames, or closed
+		}
+		n := int(binary.BigEndian.Uint16(prefix[:]))
+		if n < MinFrameBytes || n > MaxFrameBytes {
+			refuse("frame length out of bounds")
+			return
+		}
+		if _, err := io.ReadFull(cn.c, buf[:n]); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				refuse("truncated frame")
+			}
+			return
+		}
+		f, err := authenticate(buf[:n], toSender, id, mac, scratch)
+		switch {
+		case errors.Is(err, errUnknownKey):
+			refuse("unknown key id")
+			return
+		case errors.Is(err, errBadMAC):
+			refuse("bad MAC")
+			return
+		case err != nil:
+			refuse("malformed frame")
+			return
+		}
+		now := s.opts.Now().UnixMilli()
+		if f.sentAt < now-windowMs || f.sentAt > now+windowMs {
+			s.repliesRefused.Add(1)
+			s.opts.hooks.replyDone(to.Addr)
+			continue
+		}
+		s.repliesReceived.Add(1)
+		if s.opts.OnReply != nil {
+			s.opts.OnReply(to, f.wake)
+		}
+		s.opts.hooks.replyDone(to.Addr)
+	}
 }
 
 func (s *Sender) write(cn *conn, buf []byte) error {

@@ -17,15 +17,17 @@ import (
 type senderProbe struct {
 	batches chan string // one per batch written or dropped
 	exits   chan string // one per peer goroutine that ended
+	replies chan string // one per reply frame read and delivered or refused
 }
 
 // startSender starts a sender with hooks; Close is registered as cleanup.
 func startSender(t testing.TB, opts SenderOptions) (*Sender, *senderProbe) {
 	t.Helper()
-	p := &senderProbe{batches: make(chan string, 1<<14), exits: make(chan string, 1<<10)}
+	p := &senderProbe{batches: make(chan string, 1<<14), exits: make(chan string, 1<<10), replies: make(chan string, 1<<14)}
 	opts.hooks = &senderHooks{
 		afterBatch: func(addr string) { p.batches <- addr },
 		peerExit:   func(addr string) { p.exits <- addr },
+		afterReply: func(addr string) { p.replies <- addr },
 	}
 	s, err := NewSender(opts)
 	require.NoError(t, err)
@@ -61,6 +63,9 @@ func TestNewSenderOptions(t *testing.T) {
 		{"negative idle", SenderOptions{IdleTimeout: -1}, false},
 		{"negative backoff", SenderOptions{MinBackoff: -1}, false},
 		{"max below min", SenderOptions{MinBackoff: time.Second, MaxBackoff: time.Millisecond}, false},
+		{"reply window", SenderOptions{ReplyWindow: time.Minute}, true},
+		{"negative reply window", SenderOptions{ReplyWindow: -time.Second}, false},
+		{"sub-ms reply window", SenderOptions{ReplyWindow: time.Microsecond}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,6 +76,7 @@ func TestNewSenderOptions(t *testing.T) {
 			}
 			require.NoError(t, err)
 			require.GreaterOrEqual(t, s.opts.MaxBackoff, s.opts.MinBackoff)
+			require.GreaterOrEqual(t, s.opts.ReplyWindow, time.Millisecond)
 			require.NoError(t, s.Close())
 		})
 	}
@@ -141,6 +147,8 @@ func TestSenderSendValidation(t *testing.T) {
 	secret := mustSecret(t)
 	require.ErrorIs(t, s.Send(Peer{Addr: "127.0.0.1:1", Secret: secret}, Wake{Hub: HubWorker, Slot: 300, Key: "k"}), ErrInvalidWake)
 	require.ErrorIs(t, s.Send(Peer{Addr: "127.0.0.1:1", Secret: secret}, Wake{Hub: HubWorker, Slot: 3}), ErrInvalidWake)
+	require.ErrorIs(t, s.Send(Peer{Addr: "127.0.0.1:1", Secret: secret}, Wake{Hub: HubChanged, Slot: 3, Key: "k"}), ErrInvalidWake, "replies travel only from receivers")
+	require.ErrorIs(t, s.Send(Peer{Addr: "127.0.0.1:1", Secret: secret}, Wake{Hub: HubWatch, Slot: 256, Key: "k"}), ErrInvalidWake)
 	require.Error(t, s.Send(Peer{Secret: secret}, wake("k")))
 	require.Error(t, s.Send(Peer{Addr: "127.0.0.1:1"}, wake("k")))
 	require.Equal(t, SenderStats{}, s.Stats(), "nothing queued, nothing counted")

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/durable/history"
 	"github.com/durafeed/durafeed/engine"
 	"github.com/durafeed/durafeed/leasestore"
 	"github.com/durafeed/durafeed/peerwake"
@@ -179,3 +180,49 @@ func TestPeerWakeCarriesHandOffs(t *testing.T) {
 	require.Eventually(t, func() bool { return ownedCount(b) == slots.Count }, hang, 10*time.Millisecond, "b takes a's leases")
 	require.Positive(t, b.ev.PeerWakeStats().LeaseKicksReceived)
 }
+
+// TestPeerWakeReportsChangesToWatchers: a client in another provider that
+// watches an instance hears of each turn its owner commits through the
+// channel (the owner's feed paused: nothing else could tell it), and its
+// watch is renewed after each report.
+func TestPeerWakeReportsChangesToWatchers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	owner, client := peerWakePair(t, "peerwake-watch", &engine.PeerWakeOptions{}, &engine.PeerWakeOptions{}, true)
+	w, err := client.WatchInstance(ctx, "watched")
+	require.NoError(t, err)
+	defer w.Close()
+	// The owner registered the watch before the turn commits.
+	until(t, "the owner holds the watch", func() bool { return owner.ev.PeerWakeStats().Received > 0 && watchersOf(owner, "watched") == 1 })
+
+	heard := func(what string) {
+		t.Helper()
+		select {
+		case <-w.Changed():
+		case <-time.After(hang):
+			require.FailNow(t, "not reported", what)
+		}
+	}
+	require.NoError(t, client.EnqueueForOrchestrator(ctx, durable.StartOrchestration{Instance: "watched", Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
+	item := fetchInstance(t, owner, "watched")
+	require.NoError(t, owner.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+		HistoryDelta: []history.Event{ev("watched", 1, 1, history.OrchestrationStarted{Name: "O", Version: "1.0.0", Input: "{}"})},
+		Metadata:     durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0", Status: durable.StatusRunning}}))
+	heard("the first turn")
+
+	until(t, "the watch is renewed at the owner", func() bool { return watchersOf(owner, "watched") == 1 })
+	require.NoError(t, client.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: "watched", Name: "go", Data: "{}"}, 0))
+	item = fetchInstance(t, owner, "watched")
+	require.NoError(t, owner.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+		HistoryDelta: []history.Event{ev("watched", 1, 2, history.ExternalEvent{Name: "go", Data: "{}"})}}))
+	heard("the second turn")
+
+	st := owner.ev.PeerWakeStats()
+	require.GreaterOrEqual(t, st.ChangesSent, int64(2))
+	cst := client.ev.PeerWakeStats()
+	require.GreaterOrEqual(t, cst.ChangesReceived, int64(2))
+	require.GreaterOrEqual(t, cst.WatchesSent, int64(2))
+}
+
+// watchersOf returns how many peers' watches of instance p's engine holds.
+func watchersOf(p *Provider, instance string) int { return p.ev.Watchers(instance) }

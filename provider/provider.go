@@ -106,6 +106,8 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 			return nil, fmt.Errorf("provider: %w", err)
 		}
 		p.d, p.ev = ev, ev
+		ev.OnInstanceChanged(p.watches.notify)
+		p.watches.remote, p.watches.unremote = ev.WatchRemote, ev.UnwatchRemote
 	default:
 		return nil, fmt.Errorf("provider: unknown Config.Mode %d", int(cfg.Mode))
 	}
@@ -171,6 +173,9 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, t
 	}
 	p.committed(ctx, c)
 	p.watches.notify(c.Source)
+	if p.ev != nil {
+		p.ev.InstanceChanged(c.Source) // peers watching it
+	}
 	return nil
 }
 

@@ -94,6 +94,7 @@ type testCfg struct {
 	idleLeave   time.Duration
 	feedHold    time.Duration
 	peerWake    *engine.PeerWakeOptions
+	siblingWait time.Duration
 }
 
 // config is the Config of c.
@@ -115,6 +116,7 @@ func (c testCfg) config() Config {
 			IdleLeave:           c.idleLeave,
 			DisableHeads:        c.noHeads,
 			PeerWake:            c.peerWake,
+			SiblingWait:         c.siblingWait,
 		},
 		Logger: c.Logger,
 	}

@@ -14,6 +14,9 @@ import (
 type watches struct {
 	mu sync.Mutex
 	by map[string]map[*watch]struct{}
+	// remote, when set (event-driven mode), asks the instance's owner to
+	// report its changes while watched, and unremote ends that.
+	remote, unremote func(instance string)
 }
 
 // watch is one InstanceWatch.
@@ -32,11 +35,14 @@ func (w *watch) Close() {
 	w.once.Do(func() {
 		r := w.reg
 		r.mu.Lock()
-		defer r.mu.Unlock()
 		set := r.by[w.instance]
 		delete(set, w)
 		if len(set) == 0 {
 			delete(r.by, w.instance)
+		}
+		r.mu.Unlock()
+		if r.unremote != nil {
+			r.unremote(w.instance)
 		}
 	})
 }
@@ -45,7 +51,6 @@ func (w *watch) Close() {
 func (r *watches) add(instance string) *watch {
 	w := &watch{reg: r, instance: instance, ch: make(chan struct{}, 1)}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.by == nil {
 		r.by = map[string]map[*watch]struct{}{}
 	}
@@ -55,6 +60,10 @@ func (r *watches) add(instance string) *watch {
 		r.by[instance] = set
 	}
 	set[w] = struct{}{}
+	r.mu.Unlock()
+	if r.remote != nil {
+		r.remote(instance)
+	}
 	return w
 }
 
@@ -73,9 +82,12 @@ func (r *watches) notify(instance string) {
 
 // WatchInstance implements durable.InstanceWatcher. The watch is told of
 // every turn of instance this provider commits (a runtime's own client
-// therefore hears of its replica's completions at once); turns other
-// replicas or processes commit are not signalled yet, so callers keep
-// reading the instance at their own pace as well.
+// therefore hears of its replica's completions at once) and, in
+// event-driven mode with the peer wake channel on, of the turns the
+// owner of the instance's slot commits or sees committed: the engine asks
+// the owner to report them (engine.WatchRemote). Without the channel,
+// other processes' turns are not signalled, so callers keep reading the
+// instance at their own pace as well.
 func (p *Provider) WatchInstance(ctx context.Context, instance string) (durable.InstanceWatch, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, durable.Retryable("watch_instance", err, "cancelled")

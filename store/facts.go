@@ -80,6 +80,18 @@ type Commit struct {
 	session string                                // session whose idle timer the ack restarts
 }
 
+// CancelledWork returns the ids of the worker documents, in the commit's
+// own partition, of the activities the turn cancelled (Tidy removes them).
+func (c Commit) CancelledWork() []string {
+	var ids []string
+	for _, a := range c.cancel {
+		if a.Instance == c.Source {
+			ids = append(ids, "w:"+u64(a.ExecutionID)+":"+u64(a.ActivityID))
+		}
+	}
+	return ids
+}
+
 // Tidy runs the best-effort writes that follow a commit once dispatch has
 // been told of it: the removal of activities the turn cancelled, and the
 // refresh of the acked item's session. Failures are logged: a cancelled

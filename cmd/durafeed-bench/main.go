@@ -3,9 +3,14 @@
 // latency (another replica's client and the same replica), timer lateness,
 // and the idle cost per replica in simulated request units. It prints a
 // table to stdout, progress to stderr, and writes the full report as JSON.
+// With -stress it runs only the stress phase instead: duroxide's
+// parallel_orchestrations workload on the runtime (throughput, latency,
+// turns and cost per orchestration, the replicas' shares of the work),
+// polling every 100 ms as duroxide's stress configuration does.
 //
 //	go run ./cmd/durafeed-bench                       # everything, defaults
 //	go run ./cmd/durafeed-bench -modes polling -latencies 2ms -samples 20
+//	go run ./cmd/durafeed-bench -stress -stress-orchestrations 200 -latencies 0
 //
 // Unmet targets are reported, not failures; the exit status is 1 only when
 // a scenario could not run.
@@ -58,8 +63,19 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		timerDelay = fs.String("timer-delay", "200ms-1s", "visibility delay of timer items, min-max")
 		sweep      = fs.String("sweep", "", "sweep loads, comma-separated ("+sweepNames()+", or all; empty: no sweep phase)")
 		sweepScale = fs.Float64("sweep-scale", 1, "multiplies the sweep loads' item counts (and the burst's quiet), for a shorter run")
+		ds         = bench.DefaultStressConfig()
+		stress     = fs.Bool("stress", false, "run only the stress phase (duroxide's parallel_orchestrations; no latency cases, idle, failover or sweep phase)")
+		stressReps = fs.String("stress-replicas", "1,3", "stress: replica counts, comma-separated")
+		stressCli  = fs.String("stress-client", string(bench.StressClientSeparate), "stress: where the client runs: separate (a provider of its own, as another process) or replica (the first replica's provider)")
+		sc         = ds
 		o          = options{cfg: d}
 	)
+	fs.IntVar(&sc.Orchestrations, "stress-orchestrations", ds.Orchestrations, "stress: instances started per scenario")
+	fs.IntVar(&sc.MaxInFlight, "stress-inflight", ds.MaxInFlight, "stress: instances in flight at once")
+	fs.IntVar(&sc.TasksPerInstance, "stress-tasks", ds.TasksPerInstance, "stress: activities each instance fans out")
+	fs.DurationVar(&sc.ActivityDelay, "stress-activity", ds.ActivityDelay, "stress: how long each activity sleeps")
+	fs.DurationVar(&sc.PollInterval, "stress-poll-interval", ds.PollInterval, "stress: polling replicas' poll interval (duroxide's stress configuration: 100ms)")
+	fs.DurationVar(&sc.MaxDuration, "stress-duration", ds.MaxDuration, "stress: no instance starts after this (negative: no limit)")
 	fs.IntVar(&o.cfg.SweepDispatchers, "sweep-dispatchers", 4, "sweep: orchestration fetch loops of the replica")
 	fs.BoolVar(&o.cfg.PeerWake, "peer-wake", false, "event-driven mode: turn the peer wake channel on (replicas and clients)")
 	fs.Float64Var(&o.cfg.FeedReadsPerChange, "feed-reads-per-change", 0, "event-driven mode: reads added to the feed budget per change delivered (0: the engine's default, 10 without the peer wake channel, none with it; negative: none)")
@@ -120,6 +136,23 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.cfg.Samples <= 0 || o.cfg.IdleWindow <= 0 {
 		return o, errors.New("-samples and -idle-window must be positive")
+	}
+	if *stress {
+		if sc.Replicas, err = parseList(*stressReps, parseReplicas); err != nil {
+			return o, fmt.Errorf("-stress-replicas: %w", err)
+		}
+		if len(sc.Replicas) == 0 {
+			return o, errors.New("-stress-replicas is empty")
+		}
+		if sc.Client, err = bench.ParseStressClient(*stressCli); err != nil {
+			return o, fmt.Errorf("-stress-client: %w", err)
+		}
+		if sc.Orchestrations <= 0 || sc.MaxInFlight <= 0 || sc.TasksPerInstance <= 0 || sc.ActivityDelay <= 0 || sc.PollInterval <= 0 || sc.MaxDuration == 0 {
+			return o, errors.New("-stress-orchestrations, -stress-inflight, -stress-tasks, -stress-activity and -stress-poll-interval must be positive, -stress-duration not zero")
+		}
+		// Only the stress phase runs.
+		o.cfg.Stress = &sc
+		o.cfg.Cases, o.cfg.Replicas, o.cfg.Failover, o.cfg.Sweep = []bench.Case{}, []int{}, -1, nil
 	}
 	return o, nil
 }

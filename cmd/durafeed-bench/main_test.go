@@ -29,7 +29,61 @@ func TestParseFlagsDefaults(t *testing.T) {
 	require.Equal(t, d.Fetch, o.cfg.Fetch)
 	require.Equal(t, "durafeed-bench.json", o.out)
 	require.Nil(t, o.cfg.Sweep, "no sweep phase unless asked for")
+	require.Nil(t, o.cfg.Stress, "no stress phase unless asked for")
 	require.Equal(t, "durafeed-bench.png", o.png)
+}
+
+func TestParseFlagsStress(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want bench.StressConfig
+	}{
+		{name: "defaults", args: []string{"-stress"}, want: bench.DefaultStressConfig()},
+		{name: "every stress flag", args: []string{"-stress", "-stress-replicas", "2, 4", "-stress-orchestrations", "50", "-stress-inflight", "8",
+			"-stress-tasks", "3", "-stress-activity", "2ms", "-stress-poll-interval", "1s", "-stress-duration", "-1s", "-stress-client", "replica"},
+			want: func() bench.StressConfig {
+				c := bench.DefaultStressConfig()
+				c.Replicas, c.Orchestrations, c.MaxInFlight, c.TasksPerInstance = []int{2, 4}, 50, 8, 3
+				c.ActivityDelay, c.PollInterval, c.MaxDuration = 2*time.Millisecond, time.Second, -time.Second
+				c.Client = bench.StressClientReplica
+				return c
+			}()},
+		{name: "the other phases' flags are overridden", args: []string{"-stress", "-cases", "wake-local", "-replicas", "2", "-failover", "10s",
+			"-sweep", "1s"}, want: bench.DefaultStressConfig()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseFlags(tt.args, io.Discard)
+			require.NoError(t, err)
+			require.NotNil(t, o.cfg.Stress)
+			require.Equal(t, tt.want, *o.cfg.Stress)
+			// Only the stress phase runs.
+			require.Empty(t, o.cfg.Cases)
+			require.NotNil(t, o.cfg.Cases)
+			require.Empty(t, o.cfg.Replicas)
+			require.NotNil(t, o.cfg.Replicas)
+			require.Negative(t, o.cfg.Failover)
+			require.Nil(t, o.cfg.Sweep)
+		})
+	}
+
+	// Modes, latencies and the event-driven settings still apply.
+	o, err := parseFlags([]string{"-stress", "-modes", "event-driven", "-latencies", "2ms", "-peer-wake", "-feed-budget", "3"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []bench.Mode{bench.ModeEventDriven}, o.cfg.Modes)
+	require.Equal(t, []time.Duration{2 * time.Millisecond}, o.cfg.Latencies)
+	require.True(t, o.cfg.PeerWake)
+	require.Equal(t, 3.0, o.cfg.FeedBudget)
+
+	for _, bad := range [][]string{
+		{"-stress", "-stress-replicas", ""}, {"-stress", "-stress-replicas", "0"}, {"-stress", "-stress-replicas", "x"},
+		{"-stress", "-stress-orchestrations", "0"}, {"-stress", "-stress-inflight", "0"}, {"-stress", "-stress-tasks", "-1"},
+		{"-stress", "-stress-client", "elsewhere"}, {"-stress", "-stress-activity", "0"}, {"-stress", "-stress-poll-interval", "0"}, {"-stress", "-stress-duration", "0"},
+	} {
+		_, err := parseFlags(bad, io.Discard)
+		require.Error(t, err, "%q", bad)
+	}
 }
 
 func TestParseFlagsSweep(t *testing.T) {
@@ -84,6 +138,28 @@ func TestRunWritesTableAndJSON(t *testing.T) {
 	require.Equal(t, 2, rep.Latency[0].N)
 	require.Len(t, rep.Idle, 1)
 	require.Greater(t, rep.Idle[0].RequestsPerMin, 0.0)
+}
+
+// TestRunStress runs a minimal stress phase end to end: the stress table
+// and its results, and no other phase.
+func TestRunStress(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.json")
+	var stdout bytes.Buffer
+	err := run([]string{"-stress", "-modes", "polling", "-latencies", "0", "-stress-replicas", "1", "-stress-orchestrations", "4",
+		"-stress-inflight", "2", "-stress-tasks", "2", "-stress-activity", "1ms", "-stress-poll-interval", "20ms", "-out", out, "-png", "", "-quiet"},
+		&stdout, io.Discard)
+	require.NoError(t, err)
+	require.Contains(t, stdout.String(), "Stress (duroxide's parallel_orchestrations)")
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	var rep bench.Report
+	require.NoError(t, json.Unmarshal(b, &rep))
+	require.Empty(t, rep.Latency)
+	require.Empty(t, rep.Idle)
+	require.Empty(t, rep.Failover)
+	require.Len(t, rep.Stress, 1)
+	require.Equal(t, 4, rep.Stress[0].Completed)
+	require.Equal(t, int64(8), rep.Stress[0].Activities)
 }
 
 // TestReplotDrawsAReport: -replot draws the sweep picture of a saved

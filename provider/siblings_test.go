@@ -1,0 +1,98 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/durable/history"
+)
+
+// fanOutTurn starts inst and commits a first turn scheduling n
+// activities (ids 2..n+1), then locks all n on p's workers.
+func fanOutTurn(t *testing.T, p *Provider, inst string, n int) []*durable.LockedWorkItem {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, durable.StartOrchestration{Instance: inst, Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
+	item := fetchFor(t, p, inst)
+	turn := durable.OrchestrationTurn{ExecutionID: 1,
+		HistoryDelta: []history.Event{ev(inst, 1, 1, history.OrchestrationStarted{Name: "O", Version: "1.0.0", Input: "{}"})},
+		Metadata:     durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0", Status: durable.StatusRunning}}
+	for i := range n {
+		id := uint64(i + 2)
+		turn.HistoryDelta = append(turn.HistoryDelta, ev(inst, 1, id, history.ActivityScheduled{Name: "A", Input: "{}"}))
+		turn.WorkerItems = append(turn.WorkerItems, durable.ActivityExecute{Instance: inst, ExecutionID: 1, ID: id, Name: "A", Input: "{}"})
+	}
+	require.NoError(t, p.AckOrchestrationItem(ctx, item.LockToken, turn))
+	var ws []*durable.LockedWorkItem
+	for range n {
+		ws = append(ws, fetchWorkFor(t, p))
+	}
+	return ws
+}
+
+// complete acks a locked activity with its completion.
+func complete(t *testing.T, p *Provider, w *durable.LockedWorkItem) {
+	t.Helper()
+	a := w.Item.(durable.ActivityExecute)
+	require.NoError(t, p.AckWorkItem(context.Background(), w.LockToken,
+		durable.ActivityCompleted{Instance: a.Instance, ExecutionID: a.ExecutionID, ID: a.ID, Result: fmt.Sprint(a.ID)}))
+}
+
+// TestSiblingWaitCoalescesCompletions: the completion of one activity of
+// a fan-out does not wake a turn while its siblings still run on this
+// replica; the last one's completion does, and the turn holds every
+// completion.
+func TestSiblingWaitCoalescesCompletions(t *testing.T) {
+	t.Parallel()
+	cfg := eventConfig("siblings-coalesce")
+	cfg.joinEagerly = true
+	cfg.siblingWait = time.Hour // only the completions end the wait here
+	p := openProvider(t, cfg)
+	ws := fanOutTurn(t, p, "fan", 3)
+
+	complete(t, p, ws[0])
+	got := make(chan *durable.OrchestrationItem, 1)
+	go func() {
+		item, err := p.FetchOrchestrationItem(context.Background(), lockLong, hang, nil)
+		if err != nil {
+			item = nil
+		}
+		got <- item
+	}()
+	until(t, "the first completion's wakeup is put off", func() bool { return p.Engine().Stats().TurnsPutOff >= 1 })
+	complete(t, p, ws[1])
+	complete(t, p, ws[2])
+	item := <-got
+	require.NotNil(t, item, "the last completion wakes the turn")
+	require.Equal(t, "fan", item.Instance)
+	require.Len(t, item.Messages, 3, "one turn for the three completions")
+}
+
+// TestSiblingWaitIsBounded: a turn whose siblings never complete here
+// (another replica runs them, or they are lost) is put off for at most
+// SiblingWait, and an instance with no outstanding activity is not put
+// off at all.
+func TestSiblingWaitIsBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := eventConfig("siblings-bound")
+	cfg.joinEagerly = true
+	cfg.siblingWait = 50 * time.Millisecond
+	p := openProvider(t, cfg)
+	ws := fanOutTurn(t, p, "fan", 2)
+	complete(t, p, ws[0])
+	item := fetchFor(t, p, "fan")
+	require.Len(t, item.Messages, 1, "the bound passed with a sibling outstanding")
+	require.GreaterOrEqual(t, p.Engine().Stats().TurnsPutOff, int64(1))
+	require.NoError(t, p.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+		HistoryDelta: []history.Event{ev("fan", 1, 4, history.ActivityCompleted{Result: "2"})}}))
+
+	before := p.Engine().Stats().TurnsPutOff
+	startTurn(t, p, "lone") // no activity: its start is not put off
+	require.Equal(t, before, p.Engine().Stats().TurnsPutOff)
+}
