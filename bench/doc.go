@@ -105,8 +105,12 @@
 // ActivityDelay (default 10 ms), and joins them. A pump keeps MaxInFlight
 // (default 20) instances in flight, each started and then waited for by
 // runtime.Client on a provider of its own in the same mode that never
-// fetches (a client in another process), until Orchestrations (default
+// fetches (a client in another process; -stress-client replica uses the
+// first replica's provider instead), until Orchestrations (default
 // 1,000) have been started or MaxDuration (default 3 min) has passed.
+// Event-driven replicas join dispatch and settle their leases
+// (engine.Engine.Join) before the first start, as a service does before
+// it reports ready, so the table is the steady state.
 // Each scenario has a fresh container and 1 or 3 replicas, each a
 // provider and a runtime with 2 orchestration and 2 worker dispatchers
 // (duroxide's stress configuration), other runtime options at their
@@ -119,14 +123,20 @@
 // Per scenario: instances launched, completed and failed; orchestrations
 // a second (completed over the time from the first start to the last
 // completion) and activities a second; the latency of completed instances
-// (start call to the return of the wait that saw them complete, the
-// client's status polling included: 5 ms doubling to 500 ms); turns per
+// (start call to the return of the wait that saw them complete: the
+// client hears of completions its provider commits or, with the peer
+// wake channel, the owner reports, and otherwise reads the status 5 ms
+// doubling to 500 ms apart); turns per
 // orchestration and each replica's shares of turns and activities
 // (counted by a wrapper around the runtime's provider: successful
 // AckOrchestrationItem and AckWorkItem calls); and every request on the
 // container from the replicas' opening to their close, per completed
-// orchestration, in total and by operation. Scenarios run one at a time,
-// and each stops its runtimes and closes its providers before the next.
+// orchestration, in total and by operation, against the write floor
+// (WriteFloor: each document an orchestration leaves written once, each
+// message it consumed created and deleted once, read from ten completed
+// instances after the counts are taken). Scenarios run one at a time;
+// each stops its runtimes, closes its providers and deletes its container
+// before the next, so none carries another's documents.
 // Its targets, per injected latency and replica count: event-driven
 // throughput at least twice polling's with every instance completed in
 // both, p99 and turns per orchestration at most polling's, every

@@ -50,6 +50,9 @@ type EnvOptions struct {
 	// FeedReadsPerChange is engine.FeedOptions.ReadsPerChange (zero: the
 	// engine's default, negative: none).
 	FeedReadsPerChange float64
+	// SiblingWait is engine.Options.SiblingWait (zero: the engine's
+	// default, negative: off).
+	SiblingWait time.Duration
 }
 
 const defaultProbeSamples = 60

@@ -57,7 +57,7 @@ func (e *Env) providerConfig(container string, m Mode, po *polling.Options) (pro
 		return cfg, nil
 	case ModeEventDriven:
 		cfg.Mode = provider.ModeEventDriven
-		cfg.EventDriven = engineOptions(e.opts.PeerWake, e.opts.FeedBudget, e.opts.FeedReadsPerChange)
+		cfg.EventDriven = engineOptions(e.opts.PeerWake, e.opts.FeedBudget, e.opts.FeedReadsPerChange, e.opts.SiblingWait)
 		return cfg, nil
 	}
 	return cfg, fmt.Errorf("bench: unknown mode %q", m)
@@ -75,10 +75,10 @@ func clientMode(m Mode) Mode { return m }
 func activeFeedDelay() time.Duration { return engine.DefaultFeedActiveDelay }
 
 // engineOptions is the engine configuration of an event-driven replica:
-// engine defaults except for the peer wake channel and the feed's
-// spending (zero: the engine's defaults).
-func engineOptions(peerWake bool, budget, perChange float64) *engine.Options {
-	o := &engine.Options{Feed: &engine.FeedOptions{EmptyReadBudget: budget, ReadsPerChange: perChange}}
+// engine defaults except for the peer wake channel, the feed's spending
+// and the sibling wait (zero: the engine's defaults).
+func engineOptions(peerWake bool, budget, perChange float64, siblingWait time.Duration) *engine.Options {
+	o := &engine.Options{Feed: &engine.FeedOptions{EmptyReadBudget: budget, ReadsPerChange: perChange}, SiblingWait: siblingWait}
 	if peerWake {
 		o.PeerWake = &engine.PeerWakeOptions{}
 	}

@@ -438,24 +438,24 @@ func (r *Report) writeStressTables(w io.Writer) error {
 	if st := r.Settings.Stress; st != nil {
 		fmt.Fprintf(w, "\nStress (duroxide's parallel_orchestrations): up to %d instances (or %s of starts), %d in flight, each a fan-out of %d activities sleeping %s, started and waited for (≤ %s) by %s;\n",
 			st.Orchestrations, st.MaxDuration, st.MaxInFlight, st.TasksPerInstance, st.ActivityDelay, st.WaitTimeout, stressClientText(st.Client))
-		fmt.Fprintf(w, "each replica a runtime with %d orchestration and %d worker dispatchers; polling replicas poll every %s. Latency start → completion seen by the client, ms; cost of every request of the container per completed orchestration\n",
-			st.OrchestrationConcurrency, st.WorkerConcurrency, st.PollInterval)
+		fmt.Fprintf(w, "each replica a runtime with %d orchestration and %d worker dispatchers; polling replicas poll every %s; event-driven turns wait up to %s for sibling activities. Latency start → completion seen by the client, ms; cost of every request of the container per completed orchestration\n",
+			st.OrchestrationConcurrency, st.WorkerConcurrency, st.PollInterval, r.Settings.SiblingWait)
 	} else {
 		fmt.Fprintf(w, "\nStress (duroxide's parallel_orchestrations); latency start → completion seen by the client, ms; cost per completed orchestration\n")
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "injected\treplicas\tmode\tlaunched\tdone\tfailed\tsuccess %\torch/s\tact/s\tp50\tp99\tmean\tturns/orch\treq/orch\tRU/orch\tturn shares\tact shares\t")
 	for _, s := range r.Stress {
-		fmt.Fprintf(tw, "%vms\t%d\t%s\t%d\t%d\t%d\t%.1f\t%.2f\t%.1f\t%.0f\t%.0f\t%.0f\t%.2f\t%.1f\t%.1f\t%s\t%s\t\n", s.InjectedLatencyMS, s.Replicas, s.Mode,
+		fmt.Fprintf(tw, "%vms\t%d\t%s\t%d\t%d\t%d\t%.1f\t%.2f\t%.1f\t%.0f\t%.0f\t%.0f\t%.2f\t%.1f\t%.1f\t%.2f\t%s\t%s\t\n", s.InjectedLatencyMS, s.Replicas, s.Mode,
 			s.Launched, s.Completed, s.Failed, s.SuccessPct, s.OrchPerSec, s.ActivitiesPerSec, s.Latency.P50MS, s.Latency.P99MS, s.Latency.MeanMS,
-			s.TurnsPerOrch, s.RequestsPerOrch, s.RUPerOrch, formatShares(s.PerReplica, false), formatShares(s.PerReplica, true))
+			s.TurnsPerOrch, s.RequestsPerOrch, s.RUPerOrch, s.FloorRatio, formatShares(s.PerReplica, false), formatShares(s.PerReplica, true))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nStress cost by operation per completed orchestration (top 6 by RU: RU / requests)\n")
+	fmt.Fprintf(w, "\nStress cost by operation per completed orchestration (top 6 by RU: RU / requests), against the write floor (each document written once, each message created and deleted once; sampled)\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "injected\treplicas\tmode\toperations")
+	fmt.Fprintln(tw, "injected\treplicas\tmode\tfloor RU (docs + msgs)\toperations")
 	for _, s := range r.Stress {
 		u := make(map[string]OpUsage, len(s.ByOperation))
 		for k, v := range s.ByOperation {
@@ -468,7 +468,8 @@ func (r *Report) writeStressTables(w io.Writer) error {
 			}
 			parts = append(parts, fmt.Sprintf("%s %.1f / %.2f", k, s.ByOperation[k].RU, s.ByOperation[k].Requests))
 		}
-		fmt.Fprintf(tw, "%vms\t%d\t%s\t%s\n", s.InjectedLatencyMS, s.Replicas, s.Mode, strings.Join(parts, ", "))
+		fmt.Fprintf(tw, "%vms\t%d\t%s\t%.1f (%.0f + %.0f)\t%s\n", s.InjectedLatencyMS, s.Replicas, s.Mode,
+			s.WriteFloor.RU, s.WriteFloor.Documents, s.WriteFloor.Messages, strings.Join(parts, ", "))
 	}
 	return tw.Flush()
 }

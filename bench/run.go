@@ -86,6 +86,9 @@ type Config struct {
 	// FeedReadsPerChange is the replicas' engine.FeedOptions.ReadsPerChange
 	// (zero: the engine's default).
 	FeedReadsPerChange float64
+	// SiblingWait is the replicas' engine.Options.SiblingWait (zero: the
+	// engine's default, negative: off).
+	SiblingWait time.Duration
 
 	// PartitionCount is the number of physical partitions (default 4).
 	PartitionCount int
@@ -230,7 +233,10 @@ type Settings struct {
 	FeedBudget float64 `json:"feed_budget_ru_per_s"`
 	// FeedReadsPerChange is the event-driven ReadsPerChange in effect.
 	FeedReadsPerChange float64 `json:"feed_reads_per_change"`
-	ChargeModel        string  `json:"charge_model"`
+	// SiblingWait is the event-driven sibling wait in effect (negative:
+	// off).
+	SiblingWait string `json:"sibling_wait"`
+	ChargeModel string `json:"charge_model"`
 	// Stress echoes the stress phase's workload (absent without one).
 	Stress *StressSettings `json:"stress,omitempty"`
 }
@@ -295,11 +301,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			PartitionCount: cfg.PartitionCount, Parallel: cfg.Parallel, Seed: cfg.Seed,
 			ActiveFeedDelay: activeFeedDelay().String(), ChargeModel: "knobs.DefaultChargeModel (simulated RU)", PeerWake: cfg.PeerWake,
 		}}
-	eo, err := engineOptions(cfg.PeerWake, cfg.FeedBudget, cfg.FeedReadsPerChange).WithDefaults()
+	eo, err := engineOptions(cfg.PeerWake, cfg.FeedBudget, cfg.FeedReadsPerChange, cfg.SiblingWait).WithDefaults()
 	if err != nil {
 		return rep, fmt.Errorf("bench: event-driven settings: %w", err)
 	}
 	rep.Settings.FeedBudget, rep.Settings.FeedReadsPerChange = eo.Feed.EmptyReadBudget, eo.Feed.ReadsPerChange
+	rep.Settings.SiblingWait = eo.SiblingWait.String()
 	if sc := cfg.Stress; sc != nil {
 		rep.Settings.Stress = &StressSettings{Replicas: sc.Replicas, Orchestrations: sc.Orchestrations, MaxInFlight: sc.MaxInFlight,
 			TasksPerInstance: sc.TasksPerInstance, ActivityDelay: sc.ActivityDelay.String(), PollInterval: sc.PollInterval.String(),
@@ -316,7 +323,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}()
 	for _, lat := range cfg.Latencies {
 		e, err := StartEnv(ctx, EnvOptions{PartitionCount: cfg.PartitionCount, Latency: lat, PeerWake: cfg.PeerWake, FeedBudget: cfg.FeedBudget,
-			FeedReadsPerChange: cfg.FeedReadsPerChange})
+			FeedReadsPerChange: cfg.FeedReadsPerChange, SiblingWait: cfg.SiblingWait})
 		if err != nil {
 			return rep, err
 		}

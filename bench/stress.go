@@ -183,6 +183,9 @@ type StressResult struct {
 	PollIntervalMS   float64 `json:"poll_interval_ms,omitempty"`
 	// Client is where the client ran.
 	Client StressClient `json:"client"`
+	// JoinS is how long the event-driven replicas took to join and
+	// settle their leases before the first start (0 when polling).
+	JoinS float64 `json:"join_s,omitempty"`
 
 	// Launched counts the instances whose start was called; Completed
 	// those that ended in runtime.StateCompleted; Failed the rest:
@@ -235,6 +238,11 @@ type StressResult struct {
 	RequestsPerOrch float64              `json:"requests_per_orch"`
 	RUPerOrch       float64              `json:"ru_per_orch"`
 	ByOperation     map[string]OpPerOrch `json:"by_operation_per_orch,omitempty"`
+	// WriteFloor is what a completed orchestration's documents and
+	// messages cost to write once each (sampled); FloorRatio is RUPerOrch
+	// over it.
+	WriteFloor WriteFloor `json:"write_floor"`
+	FloorRatio float64    `json:"floor_ratio,omitempty"`
 	// ElapsedS is the whole scenario: from opening the first provider to
 	// closing the last.
 	ElapsedS float64 `json:"elapsed_s"`
@@ -351,6 +359,7 @@ func (c *ackCounter) Crash() {
 
 // stressOutcome is one instance's fate.
 type stressOutcome struct {
+	inst       string
 	start, end time.Time
 	state      runtime.State
 	err        error
@@ -390,9 +399,11 @@ func (t *stressTopology) stop(ctx context.Context) error {
 
 // RunStress runs one stress scenario in a container of its own: Replicas
 // replicas (one provider and one runtime each, in s.Mode; in polling mode
-// the dispatcher polls every Workload.PollInterval) and a client in a
+// the dispatcher polls every Workload.PollInterval) and a client: in a
 // separate provider of the same mode, which never fetches (a client in
-// another process). It returns once every goroutine it started has
+// another process), or the first replica's (Workload.Client). The
+// event-driven replicas join dispatch (engine.Engine.Join) before the
+// first start, as a service does before it reports ready. It returns once every goroutine it started has
 // stopped and every provider is closed. An instance that fails is
 // counted, not returned as an error; when ctx ends, the result holds what
 // was measured and the error is ctx's.
@@ -424,6 +435,16 @@ func (e *Env) RunStress(ctx context.Context, s StressScenario) (res StressResult
 			return res, err
 		}
 		top.providers = append(top.providers, p)
+	}
+	// Event-driven replicas join dispatch and settle their leases first,
+	// as a service does before it reports ready (engine.Engine.Join):
+	// the table is the steady state, not the replicas' start.
+	joined := time.Now()
+	if err := joinAll(ctx, top.providers); err != nil {
+		return res, err
+	}
+	res.JoinS = round2(time.Since(joined).Seconds())
+	for _, p := range top.providers {
 		c := &ackCounter{Provider: p}
 		top.counters = append(top.counters, c)
 		rt := runtime.New(c, reg, runtime.Options{OrchestrationConcurrency: w.OrchestrationConcurrency,
@@ -451,7 +472,49 @@ func (e *Env) RunStress(ctx context.Context, s StressScenario) (res StressResult
 	}
 	res.ElapsedS = round2(time.Since(opened).Seconds())
 	res.summarize(outcomes, top.counters, e.usage(container))
+	var done []string
+	for _, o := range outcomes {
+		if o.err == nil && len(done) < floorSample {
+			done = append(done, o.inst)
+		}
+	}
+	if res.WriteFloor, err = e.writeFloor(ctx, container, done); err != nil {
+		return res, err
+	}
+	if res.WriteFloor.RU > 0 {
+		res.FloorRatio = round2(res.RUPerOrch / res.WriteFloor.RU)
+	}
+	// The scenario's documents go with its container, so the next
+	// scenario on this emulator does not carry them (an emulator holds
+	// every document in memory).
+	if err := e.dropContainer(ctx, container); err != nil {
+		return res, err
+	}
 	return res, ctx.Err() // what was measured before ctx ended, and why it ended
+}
+
+// joinTimeout bounds the replicas' join before a stress scenario.
+const joinTimeout = time.Minute
+
+// joinAll has every event-driven replica join dispatch at once and waits
+// until each holds its share of the leases (a polling provider has
+// nothing to join).
+func joinAll(ctx context.Context, ps []*provider.Provider) error {
+	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
+	defer cancel()
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		if p.Engine() == nil {
+			continue
+		}
+		wg.Go(func() { errs[i] = p.Engine().Join(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("bench: stress replicas joining: %w", err)
+	}
+	return nil
 }
 
 // pumpStress starts w.Orchestrations instances with at most w.MaxInFlight
@@ -496,7 +559,7 @@ starts:
 // runStressInstance starts one instance and waits for it for at most
 // timeout.
 func runStressInstance(ctx context.Context, client *runtime.Client, inst string, input stressInput, timeout time.Duration) stressOutcome {
-	o := stressOutcome{start: time.Now()}
+	o := stressOutcome{inst: inst, start: time.Now()}
 	if err := client.StartOrchestration(ctx, inst, StressOrchestration, input); err != nil {
 		o.end, o.startErr = time.Now(), true
 		o.err = fmt.Errorf("start %s: %w", inst, err)

@@ -43,6 +43,16 @@ func requireSaneStress(t *testing.T, w StressConfig, r StressResult) {
 
 	// A fan-out takes a start turn and a final turn at least.
 	require.GreaterOrEqual(t, r.TurnsPerOrch, 2.0, name)
+
+	// The write floor: a start, a work item and a completion per task;
+	// the history (started, a scheduled and a completed event per task,
+	// completed) and the instance and execution records at least; and
+	// the run cost more than that floor.
+	require.Equal(t, min(floorSample, r.Completed), r.WriteFloor.Sampled, name)
+	require.Equal(t, float64(1+2*w.TasksPerInstance), r.WriteFloor.Messages, name)
+	require.GreaterOrEqual(t, r.WriteFloor.Documents, float64(2*w.TasksPerInstance+2+2), name)
+	require.Positive(t, r.WriteFloor.RU, name)
+	require.Greater(t, r.FloorRatio, 1.0, name)
 	require.Equal(t, int64(r.Completed*w.TasksPerInstance), r.Activities, name)
 	require.Len(t, r.PerReplica, r.Replicas, name)
 	var turns, acts int64

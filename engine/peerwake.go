@@ -55,17 +55,21 @@ type wakeState struct {
 	opts   PeerWakeOptions
 	sender *peerwake.Sender
 
-	mu      sync.Mutex
-	view    leasestore.View
-	readAt  time.Time
-	kick    chan struct{}
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	sent    atomic.Int64
-	dropped atomic.Int64
-	noPeer  atomic.Int64
-	got     atomic.Int64
-	ignored atomic.Int64
+	mu     sync.Mutex
+	view   leasestore.View
+	readAt time.Time
+	kick   chan struct{}
+	// firstRead is closed once the first view read has ended (read or
+	// failed).
+	firstRead     chan struct{}
+	firstReadOnce sync.Once
+	cancel        context.CancelFunc
+	wg            sync.WaitGroup
+	sent          atomic.Int64
+	dropped       atomic.Int64
+	noPeer        atomic.Int64
+	got           atomic.Int64
+	ignored       atomic.Int64
 	// leaseKicks counts lease-partition wakes sent; kicked those received.
 	leaseKicks atomic.Int64
 	kicked     atomic.Int64
@@ -85,7 +89,7 @@ func (e *Engine) startPeerWake() error {
 	if err != nil {
 		return err
 	}
-	w := &wakeState{opts: o, sender: snd, kick: make(chan struct{}, 1)}
+	w := &wakeState{opts: o, sender: snd, kick: make(chan struct{}, 1), firstRead: make(chan struct{})}
 	// A first read now, so that the first writes after start find their
 	// owners (a client's view is otherwise read on demand).
 	w.kick <- struct{}{}
@@ -127,6 +131,7 @@ func (e *Engine) viewLoop(ctx context.Context, w *wakeState) {
 			w.reads.Add(1)
 		}
 		w.mu.Unlock()
+		w.firstReadOnce.Do(func() { close(w.firstRead) })
 		if err != nil && ctx.Err() == nil {
 			e.log.Info("peer wake: reading the lease view failed", zap.Error(err))
 		}
@@ -142,6 +147,23 @@ func (e *Engine) viewLoop(ctx context.Context, w *wakeState) {
 			default:
 			}
 		}
+	}
+}
+
+// WaitPeerView waits until the peer wake channel's first read of the
+// lease view has ended, so that the first writes after it find the
+// owners of their slots (without it they would wait for the owners'
+// change-feed reads), or until ctx ends; it returns at once when the
+// channel is off. The provider calls it in New.
+func (e *Engine) WaitPeerView(ctx context.Context) error {
+	if e.wake == nil {
+		return nil
+	}
+	select {
+	case <-e.wake.firstRead:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -108,6 +108,10 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		p.d, p.ev = ev, ev
 		ev.OnInstanceChanged(p.watches.notify)
 		p.watches.remote, p.watches.unremote = ev.WatchRemote, ev.UnwatchRemote
+		if err := ev.WaitPeerView(ctx); err != nil {
+			ev.Close(false)
+			return nil, fmt.Errorf("provider: %w", err)
+		}
 	default:
 		return nil, fmt.Errorf("provider: unknown Config.Mode %d", int(cfg.Mode))
 	}

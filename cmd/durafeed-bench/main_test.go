@@ -69,8 +69,9 @@ func TestParseFlagsStress(t *testing.T) {
 	}
 
 	// Modes, latencies and the event-driven settings still apply.
-	o, err := parseFlags([]string{"-stress", "-modes", "event-driven", "-latencies", "2ms", "-peer-wake", "-feed-budget", "3"}, io.Discard)
+	o, err := parseFlags([]string{"-stress", "-modes", "event-driven", "-latencies", "2ms", "-peer-wake", "-feed-budget", "3", "-sibling-wait", "25ms"}, io.Discard)
 	require.NoError(t, err)
+	require.Equal(t, 25*time.Millisecond, o.cfg.SiblingWait)
 	require.Equal(t, []bench.Mode{bench.ModeEventDriven}, o.cfg.Modes)
 	require.Equal(t, []time.Duration{2 * time.Millisecond}, o.cfg.Latencies)
 	require.True(t, o.cfg.PeerWake)
