@@ -239,14 +239,8 @@ func (e *Engine) wakePeer(q store.QueueHead) {
 	if w == nil || e.isOwned(q.DispatchSlot) {
 		return
 	}
-	ep, ok := e.endpointOf(q.DispatchSlot)
+	peer, ok := e.ownerPeer(q.DispatchSlot)
 	if !ok {
-		w.noPeer.Add(1)
-		return
-	}
-	secret, err := peerwake.ParseSecret(ep.Key)
-	if err != nil {
-		w.noPeer.Add(1)
 		return
 	}
 	wk := peerwake.Wake{Slot: q.DispatchSlot}
@@ -258,11 +252,27 @@ func (e *Engine) wakePeer(q store.QueueHead) {
 	} else {
 		wk.Hub, wk.Key, wk.VisibleAt = peerwake.HubWorker, workKey(q.InstanceID, q.ID), msTime(max(q.VisibleAt, q.LockedUntil))
 	}
-	if err := w.sender.Send(peerwake.Peer{Addr: ep.Addr, Secret: secret}, wk); err != nil {
+	if err := w.sender.Send(peer, wk); err != nil {
 		w.dropped.Add(1)
 		return
 	}
 	w.sent.Add(1)
+}
+
+// ownerPeer returns the peer wake endpoint of the owner of slot, counting
+// a miss (no known owner endpoint, or an unreadable key) in NoPeer.
+func (e *Engine) ownerPeer(slot int) (peerwake.Peer, bool) {
+	ep, ok := e.endpointOf(slot)
+	if !ok {
+		e.wake.noPeer.Add(1)
+		return peerwake.Peer{}, false
+	}
+	secret, err := peerwake.ParseSecret(ep.Key)
+	if err != nil {
+		e.wake.noPeer.Add(1)
+		return peerwake.Peer{}, false
+	}
+	return peerwake.Peer{Addr: ep.Addr, Secret: secret}, true
 }
 
 // kickPeers tells the other replicas of s's lease group, over the peer

@@ -114,17 +114,11 @@ func (e *Engine) sendWatch(instance string) {
 	if e.isOwned(slot) {
 		return
 	}
-	ep, ok := e.endpointOf(slot)
+	peer, ok := e.ownerPeer(slot)
 	if !ok {
-		w.noPeer.Add(1)
 		return
 	}
-	secret, err := peerwake.ParseSecret(ep.Key)
-	if err != nil {
-		w.noPeer.Add(1)
-		return
-	}
-	if err := w.sender.Send(peerwake.Peer{Addr: ep.Addr, Secret: secret}, peerwake.Wake{Hub: peerwake.HubWatch, Slot: slot, Key: instance}); err != nil {
+	if err := w.sender.Send(peer, peerwake.Wake{Hub: peerwake.HubWatch, Slot: slot, Key: instance}); err != nil {
 		w.dropped.Add(1)
 		return
 	}

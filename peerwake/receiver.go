@@ -2,7 +2,6 @@ package peerwake
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -648,7 +647,7 @@ func (r *Receiver) writeReplies(p *Reply) {
 				ks, mac = cur, newMAC(cur.secret)
 			}
 			var n int
-			buf, n = r.batchReplies(buf[:0], mac, ks.id, w, p.queue)
+			buf, n = appendBatch(buf[:0], mac, ks.id, r.now, w, p.queue)
 			if err := r.writeReply(p.rc, buf); err != nil {
 				r.repliesDropped.Add(uint64(n))
 				select {
@@ -662,26 +661,6 @@ func (r *Receiver) writeReplies(p *Reply) {
 				return
 			}
 			r.repliesSent.Add(uint64(n))
-		}
-	}
-}
-
-// batchReplies encodes w and the replies already queued behind it, up to
-// maxBatchBytes, into buf; it returns buf and the number of frames.
-func (r *Receiver) batchReplies(buf []byte, mac hash.Hash, id KeyID, w Wake, queue chan Wake) ([]byte, int) {
-	n := 0
-	for {
-		var nonce [nonceBytes]byte
-		_, _ = rand.Read(nonce[:]) // never fails (crypto/rand since Go 1.24)
-		buf = appendFrame(buf, mac, id, r.now(), nonce, w)
-		n++
-		if len(buf)+prefixBytes+MaxFrameBytes > maxBatchBytes {
-			return buf, n
-		}
-		select {
-		case w = <-queue:
-		default:
-			return buf, n
 		}
 	}
 }

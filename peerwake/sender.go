@@ -437,7 +437,7 @@ func (s *Sender) run(p *peer) {
 			idle.Reset(s.opts.IdleTimeout)
 		case w := <-p.queue:
 			var n int
-			buf, n = s.batch(buf[:0], mac, id, w, p.queue)
+			buf, n = appendBatch(buf[:0], mac, id, s.opts.Now, w, p.queue)
 			if cn == nil && !time.Now().Before(retryAt) {
 				var err error
 				if cn, err = s.dial(p.to); err != nil {
@@ -468,14 +468,16 @@ func (s *Sender) run(p *peer) {
 	}
 }
 
-// batch encodes w and the wakes already queued behind it, up to
-// maxBatchBytes, into buf; it returns buf and the number of frames.
-func (s *Sender) batch(buf []byte, mac hash.Hash, id KeyID, w Wake, queue chan Wake) ([]byte, int) {
+// appendBatch encodes w and the wakes already queued behind it, up to
+// maxBatchBytes, into buf, each frame stamped with now() and a fresh
+// nonce; it returns buf and the number of frames. Senders batch wakes and
+// receivers replies with it.
+func appendBatch(buf []byte, mac hash.Hash, id KeyID, now func() time.Time, w Wake, queue chan Wake) ([]byte, int) {
 	n := 0
 	for {
 		var nonce [nonceBytes]byte
 		_, _ = rand.Read(nonce[:]) // never fails (crypto/rand since Go 1.24)
-		buf = appendFrame(buf, mac, id, s.opts.Now(), nonce, w)
+		buf = appendFrame(buf, mac, id, now(), nonce, w)
 		n++
 		if len(buf)+prefixBytes+MaxFrameBytes > maxBatchBytes {
 			return buf, n

@@ -35,7 +35,7 @@ func instanceInSlots(t *testing.T, prefix string, b slots.Block) string {
 func TestPollingEmptyShareScansEverySlot(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg := testConfig("pace-shares")
+	cfg := testConfig(freshContainer("pace-shares"))
 	cfg.OrchestrationDispatchers, cfg.WorkerDispatchers = 4, 4
 	p := openProvider(t, cfg)
 	last := slots.Split(4)[3]
@@ -71,13 +71,13 @@ func TestPollingEmptyShareScansEverySlot(t *testing.T) {
 // states none.
 func TestPollInterval(t *testing.T) {
 	t.Parallel()
-	def := testConfig("pace-interval")
+	def := testConfig(freshContainer("pace-interval"))
 	require.Equal(t, polling.DefaultPollInterval, openProvider(t, def).PollInterval())
 	require.Equal(t, time.Second, polling.DefaultPollInterval)
 	set := def
 	set.PollInterval = 250 * time.Millisecond
 	require.Equal(t, 250*time.Millisecond, openProvider(t, set).PollInterval())
-	require.Zero(t, openProvider(t, eventConfig("pace-interval-ev")).PollInterval())
+	require.Zero(t, openProvider(t, eventConfig(freshContainer("pace-interval-ev"))).PollInterval())
 }
 
 // TestWatchHearsCommittedTurns: a watch receives after a turn of its
@@ -89,9 +89,9 @@ func TestWatchHearsCommittedTurns(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			cfg := testConfig("watch-" + mode.String())
+			cfg := testConfig(freshContainer("watch-" + mode.String()))
 			if mode == ModeEventDriven {
-				cfg = eventConfig("watch-" + mode.String())
+				cfg = eventConfig(freshContainer("watch-" + mode.String()))
 			}
 			p := openProvider(t, cfg)
 			w, err := p.WatchInstance(ctx, "watched")
