@@ -95,12 +95,16 @@ func (s *Store) ownIncarnation(inc string) bool {
 // awaitIdentity watches a live heartbeat document of this ReplicaID that
 // another process wrote (a crashed predecessor, or a duplicate) until it
 // has been unchanged for LeaseExpiry, and returns the version to replace
-// (nil once deleted). A change while it stays live is another process
-// heartbeating: ErrDuplicateReplica.
+// (nil once deleted). One change restarts the wait from the new version:
+// a crashed predecessor's last write may land late, after the process is
+// gone. A second change while it stays live is another process
+// heartbeating (it writes every HeartbeatInterval, well within
+// LeaseExpiry): ErrDuplicateReplica.
 func (s *Store) awaitIdentity(ctx context.Context, cur ownerDoc, etag azcore.ETag) (*ownerDoc, azcore.ETag, error) {
 	s.log.Warn("the heartbeat of this ReplicaID is live; waiting for it to expire before joining",
 		zap.String("incarnation", cur.Incarnation), zap.Duration("expiry", s.opts.LeaseExpiry))
 	since := time.Now()
+	changed := false
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -123,6 +127,9 @@ func (s *Store) awaitIdentity(ctx context.Context, cur ownerDoc, etag azcore.ETa
 		case e == etag:
 		case d.State != stateLive || s.ownIncarnation(d.Incarnation):
 			return d, e, nil
+		case !changed:
+			changed = true
+			cur, etag, since = *d, e, time.Now()
 		default:
 			return nil, "", fmt.Errorf("%w: heartbeat document %s is being written by incarnation %s", ErrDuplicateReplica, ownerID(s.id), d.Incarnation)
 		}

@@ -586,6 +586,20 @@ func TestNoDoubleOwnershipUnderChurn(t *testing.T) {
 	for _, n := range live {
 		n.cut.Store(false)
 	}
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		for _, n := range live { // why a live node holds no share
+			select {
+			case err := <-n.done:
+				t.Logf("%s: Run returned %v", n.name, err)
+				n.done <- err
+			default:
+				t.Logf("%s: running", n.name)
+			}
+		}
+	}()
 	e.log.waitFor(t, 60*time.Second, "balance after churn", balanced(16, names(live...)...))
 	entries := e.log.snapshot()
 	checkNoOverlap(t, entries)
