@@ -129,6 +129,16 @@ type OrchestrationTurn struct {
 	// WorkerItems are enqueued, so a same-turn schedule and cancel leaves
 	// nothing behind; a missing entry is not an error.
 	CancelledActivities []ScheduledActivityIdentifier
+	// AwaitingActivities is a hint for dispatch, not part of the durable
+	// record: after this turn the orchestration can go on only once
+	// every activity named here (by the id of its ActivityScheduled
+	// event, ActivityExecute.ID) has completed or failed, unless
+	// something else reaches it first (an event, a timer, a
+	// cancellation, a child's completion). A provider may hold the
+	// instance's next turn back until then, saving turns that would find
+	// nothing to do; one that ignores the hint is correct. Empty promises
+	// nothing.
+	AwaitingActivities []uint64
 }
 
 // SessionFetchConfig enables session routing in FetchWorkItem.

@@ -217,7 +217,7 @@ func New(s *store.Store, o Options) (*Engine, error) {
 		per:     slots.Count / o.Leases.Blocks,
 		blocked: map[string]int{}, released: map[string]int64{}, wreleased: map[string]int64{}, settled: map[string]int64{}, wlocked: map[string]int64{}, parked: map[string]parkedWI{},
 		refused: map[string]refusedOI{}, hinted: map[string]hintSeen{}, joinCh: make(chan struct{}),
-		sib:   siblings{work: map[string]map[string]int64{}, putOff: map[string]int64{}},
+		sib:   siblings{work: map[string]map[string]int64{}, await: map[string]map[string]bool{}, putOff: map[string]int64{}},
 		watch: watchState{watching: map[string]int{}, watchers: map[string]map[*peerwake.Reply]struct{}{}}}
 	e.out = outbox.New(s, o.Logger, e.delivered)
 	if !o.DisableHeads {
@@ -608,6 +608,21 @@ func workKey(instance, id string) string {
 	return strconv.Itoa(len(instance)) + ":" + instance + id
 }
 
+// settleKey is the peer wake key of a completion message: the instance
+// to wake and the worker document its ack removed (the owner counts that
+// activity done). Receivers that predate it ignore it; the feed then
+// brings the completion.
+func settleKey(instance, workID string) string { return "c" + workKey(instance, workID) }
+
+// splitSettleKey parses a settleKey.
+func splitSettleKey(k string) (instance, workID string, ok bool) {
+	if len(k) < 2 || k[0] != 'c' {
+		return "", "", false
+	}
+	instance, workID, ok = splitWorkKey(k[1:])
+	return instance, workID, ok && instance != "" && workID != ""
+}
+
 func splitWorkKey(k string) (instance, id string, ok bool) {
 	i := strings.IndexByte(k, ':')
 	if i < 0 {
@@ -649,9 +664,16 @@ func (e *Engine) signalQueue(q store.QueueHead, force bool) {
 // Wrote implements the dispatcher contract: it signals what a write of
 // this process made visible (owned slots only) and voids the expiry
 // wakeups of the locks it released. It does no I/O.
-func (e *Engine) Wrote(w store.Write) {
+func (e *Engine) Wrote(w store.Write) { e.wrote(w, true) }
+
+// wrote follows a write. With arrivals its orchestrator messages are
+// arrivals that end an await hold (an enqueue, an abandon, released
+// locks); a commit's own are not (its completion is tracked, and a turn's
+// messages to its own instance are its timers).
+func (e *Engine) wrote(w store.Write, arrivals bool) {
+	settles := completionOf(w)
 	for _, q := range w.Visible {
-		e.wakePeer(q)
+		e.wakePeer(q, settles[q.InstanceID])
 	}
 	if !e.isJoined() {
 		return
@@ -671,6 +693,8 @@ func (e *Engine) Wrote(w store.Write) {
 	for _, q := range w.Visible {
 		if !q.IsOrchestrator() {
 			delete(e.wlocked, workKey(q.InstanceID, q.ID))
+		} else if arrivals {
+			e.arrivedLocked(q.InstanceID)
 		}
 	}
 	e.mu.Unlock()
@@ -686,7 +710,7 @@ func (e *Engine) Wrote(w store.Write) {
 // safety sweep delivers what is left).
 func (e *Engine) Committed(ctx context.Context, c store.Commit) {
 	e.scheduled(c)
-	e.Wrote(c.Write)
+	e.wrote(c.Write, false)
 	if len(c.Intents) == 0 {
 		return
 	}
@@ -706,7 +730,7 @@ func (e *Engine) delivered(target json.RawMessage) {
 		return
 	}
 	if f, err := e.s.DecodeFeedDoc(target, e.now()); err == nil && (f.Kind == store.FeedOrchestrator || f.Kind == store.FeedWorker) {
-		e.wakePeer(f.QueueHead)
+		e.wakePeer(f.QueueHead, "")
 		e.signalQueue(f.QueueHead, false)
 	}
 }
@@ -722,6 +746,7 @@ func (e *Engine) lockedOrch(instance string, until int64, more bool) {
 	// A blocked mark stays: work signalled while this lock was being
 	// taken may not be in the turn; the release signals it.
 	delete(e.released, instance)
+	e.turnTakenLocked(instance)
 	e.mu.Unlock()
 	if e.isOwned(slot) {
 		e.orch.SignalAt(slot, lockKey(instance), msTime(until))
@@ -853,8 +878,11 @@ func (e *Engine) handle(ctx context.Context, b changefeed.Batch) error {
 		}
 		switch f.Kind {
 		case store.FeedOrchestrator:
-			if f.Settles != "" {
+			switch {
+			case f.Settles != "":
 				e.siblingDone(f.InstanceID, f.Settles) // before its signal: the turn may go now
+			case f.LockedUntil == 0 && f.VisibleAt <= e.now():
+				e.arrived(f.InstanceID) // an event, a cancellation, a child's completion
 			}
 			if h, err := store.DecodeHead(raw); err == nil {
 				e.heads.note(h, e.now()) // kept only if the slot is owned

@@ -53,6 +53,18 @@ type Options struct {
 	// off. Activities another replica runs count as not seen complete, so
 	// their completions wait out the bound.
 	SiblingWait time.Duration
+	// AwaitHold bounds how long a turn is held while activities that
+	// the instance's last turn said it awaits, every one, are still
+	// outstanding (durable.OrchestrationTurn.AwaitingActivities; default
+	// DefaultAwaitHold, 1 s; negative: hints are ignored). A hold ends
+	// at the completion of the last of them, at once when anything else
+	// reaches the instance from this replica's writes or its change feed
+	// (an event, a cancellation, a child's completion), or at the bound,
+	// which only a completion this replica never sees reaches (another
+	// replica's, announced over the peer wake channel, which names no
+	// activity: the feed then shows it). Without a hint SiblingWait
+	// applies.
+	AwaitHold time.Duration
 	// DisableHeads makes every feed-woken fetch read its turn with the
 	// query before the lock batch instead of locking the messages the
 	// feed delivered (heads) at once: a diagnostic switch, slower by one
@@ -150,6 +162,7 @@ const (
 	DefaultSafetySweepInterval = 60 * time.Second
 	DefaultIdleLeave           = 5 * time.Second
 	DefaultSiblingWait         = 10 * time.Millisecond
+	DefaultAwaitHold           = time.Second
 )
 
 // WithDefaults returns a copy of o with every default filled in (its
@@ -230,6 +243,9 @@ func (o Options) WithDefaults() (Options, error) {
 	}
 	if o.SiblingWait == 0 {
 		o.SiblingWait = DefaultSiblingWait
+	}
+	if o.AwaitHold == 0 {
+		o.AwaitHold = DefaultAwaitHold
 	}
 	if o.ReplicaID == "" {
 		o.ReplicaID = leasestore.DefaultReplicaID()

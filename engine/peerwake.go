@@ -213,10 +213,17 @@ func (e *Engine) onPeerWake(w peerwake.Wake) {
 			return
 		}
 	case peerwake.HubOrchestrator:
+		if inst, work, ok := splitSettleKey(w.Key); ok {
+			// A completion: the activity is done, whoever ran it.
+			e.siblingDone(inst, work)
+			e.orch.Signal(w.Slot, orchKey(inst), w.VisibleAt)
+			break
+		}
 		if !isOrchKey(w.Key) {
 			e.wake.ignored.Add(1)
 			return
 		}
+		e.arrived(w.Key[1:])
 		e.orch.Signal(w.Slot, w.Key, w.VisibleAt)
 	case peerwake.HubWorker:
 		if _, _, ok := splitWorkKey(w.Key); !ok {
@@ -234,7 +241,7 @@ func (e *Engine) onPeerWake(w peerwake.Wake) {
 // wakePeer sends the owner of q's slot a wake for it, unless the channel
 // is off, the slot is owned here (signalled locally) or its owner is not
 // known to publish an endpoint. It never blocks.
-func (e *Engine) wakePeer(q store.QueueHead) {
+func (e *Engine) wakePeer(q store.QueueHead, settles string) {
 	w := e.wake
 	if w == nil || e.isOwned(q.DispatchSlot) {
 		return
@@ -249,6 +256,9 @@ func (e *Engine) wakePeer(q store.QueueHead) {
 			return // taken already; its release signals
 		}
 		wk.Hub, wk.Key, wk.VisibleAt = peerwake.HubOrchestrator, orchKey(q.InstanceID), msTime(q.VisibleAt)
+		if settles != "" {
+			wk.Key = settleKey(q.InstanceID, settles)
+		}
 	} else {
 		wk.Hub, wk.Key, wk.VisibleAt = peerwake.HubWorker, workKey(q.InstanceID, q.ID), msTime(max(q.VisibleAt, q.LockedUntil))
 	}

@@ -6,15 +6,25 @@ import (
 	"github.com/durafeed/durafeed/store"
 )
 
-// Sibling wait (Options.SiblingWait): a turn of an instance is put off
-// while activities its turns scheduled through this replica are still
-// outstanding here, for a bounded time. The state lives in siblings,
-// guarded by Engine.mu.
+// Sibling wait and await hold (Options.SiblingWait, Options.AwaitHold):
+// a turn of an instance is put off while activities its turns scheduled
+// through this replica are still outstanding here. With the turn's hint
+// of the activities its orchestration awaits, every one
+// (store.Commit.Awaiting), the turn is held until the last of those
+// completes, within AwaitHold; without one, for at most SiblingWait. The
+// state lives in siblings, guarded by Engine.mu.
 type siblings struct {
 	// work: instance -> worker document id -> when its turn committed
 	// (ms): activities scheduled by turns this replica committed, not
-	// yet seen complete (acked here) or cancelled.
+	// yet seen complete (acked here, or completed as the feed shows) or
+	// cancelled.
 	work map[string]map[string]int64
+	// await: instance -> the worker document ids of outstanding
+	// activities its last turn here said it awaits, every one. An entry
+	// with an empty set means the hint is spent (all of them done, or
+	// something else arrived): the next wakeup goes at once. No entry:
+	// no hint, SiblingWait's rule.
+	await map[string]map[string]bool
 	// putOff: instance -> when the first wakeup put off since its last
 	// turn was taken (ms).
 	putOff map[string]int64
@@ -24,10 +34,14 @@ type siblings struct {
 // fan-outs are not tracked (their turns are simply not put off).
 const maxSiblingInstances = 100_000
 
+// tracking reports whether either rule is on.
+func (e *Engine) tracking() bool { return e.opts.SiblingWait >= 0 || e.opts.AwaitHold >= 0 }
+
 // scheduled records the activities a committed turn scheduled (its
-// worker documents in its own partition) and forgets those it cancelled.
+// worker documents in its own partition), forgets those it cancelled,
+// and takes the turn's await hint.
 func (e *Engine) scheduled(c store.Commit) {
-	if e.opts.SiblingWait < 0 || len(c.Released) == 0 {
+	if !e.tracking() || len(c.Released) == 0 {
 		return // not a turn (a work ack, a publication)
 	}
 	now := e.now()
@@ -40,7 +54,7 @@ func (e *Engine) scheduled(c store.Commit) {
 		}
 		if set == nil {
 			if len(e.sib.work) >= maxSiblingInstances {
-				return
+				break
 			}
 			set = map[string]int64{}
 			e.sib.work[c.Source] = set
@@ -53,10 +67,25 @@ func (e *Engine) scheduled(c store.Commit) {
 	if len(set) == 0 {
 		delete(e.sib.work, c.Source)
 	}
+	delete(e.sib.await, c.Source)
+	if e.opts.AwaitHold < 0 || len(c.Awaiting) == 0 {
+		return
+	}
+	// Only activities known outstanding here can be waited for: one
+	// scheduled elsewhere (before a hand-off) or already done is not.
+	need := map[string]bool{}
+	for _, id := range c.Awaiting {
+		if _, ok := set[id]; ok {
+			need[id] = true
+		}
+	}
+	if len(need) > 0 {
+		e.sib.await[c.Source] = need
+	}
 }
 
-// workDone forgets activities whose completion this replica committed.
-// Called with e.mu held.
+// workDoneLocked forgets activities whose completion this replica
+// committed or its feed showed. Called with e.mu held.
 func (e *Engine) workDoneLocked(done []store.QueueHead) {
 	for _, q := range done {
 		if set, ok := e.sib.work[q.InstanceID]; ok {
@@ -64,6 +93,9 @@ func (e *Engine) workDoneLocked(done []store.QueueHead) {
 			if len(set) == 0 {
 				delete(e.sib.work, q.InstanceID)
 			}
+		}
+		if need, ok := e.sib.await[q.InstanceID]; ok {
+			delete(need, q.ID) // an empty set: the hint is spent
 		}
 	}
 }
@@ -76,18 +108,67 @@ func (e *Engine) siblingDone(instance, workID string) {
 	e.workDoneLocked([]store.QueueHead{{InstanceID: instance, ID: workID}})
 }
 
+// arrived notes that something other than a tracked completion reached
+// instance (an event, a cancellation, a child's completion, an
+// abandoned turn's messages): a hold for it ends, so the next wakeup
+// goes at once.
+func (e *Engine) arrived(instance string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.arrivedLocked(instance)
+}
+
+// arrivedLocked is arrived with e.mu held.
+func (e *Engine) arrivedLocked(instance string) {
+	if need, ok := e.sib.await[instance]; ok {
+		clear(need)
+	}
+}
+
+// completionOf maps each instance a work-item ack completed to the
+// worker document the ack removed, when the write is one: the item
+// removed and its completion message made visible, in one partition (its
+// peer wake then names the activity, so the owner counts it done).
+func completionOf(w store.Write) map[string]string {
+	if len(w.WorkDone) != 1 {
+		return nil
+	}
+	d := w.WorkDone[0]
+	for _, q := range w.Visible {
+		if q.IsOrchestrator() && q.InstanceID == d.InstanceID {
+			return map[string]string{d.InstanceID: d.ID}
+		}
+	}
+	return nil
+}
+
+// turnTakenLocked ends instance's put-off period and its hint: a turn of it was
+// locked here.
+func (e *Engine) turnTakenLocked(instance string) {
+	delete(e.sib.putOff, instance)
+	delete(e.sib.await, instance)
+}
+
 // putOff reports whether a wakeup for instance's turn is put off, and
-// until when: while it has outstanding siblings, within SiblingWait of
-// the first wakeup put off. A wakeup that is not put off ends the
-// instance's put-off period.
+// until when: while activities its last turn awaits are outstanding,
+// within AwaitHold of the first wakeup put off; without such a hint,
+// while it has outstanding siblings, within SiblingWait. A wakeup that is
+// not put off ends the instance's put-off period.
 func (e *Engine) putOff(instance string) (time.Time, bool) {
-	if e.opts.SiblingWait < 0 {
+	if !e.tracking() {
 		return time.Time{}, false
 	}
 	now := e.now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if len(e.sib.work[instance]) == 0 {
+	bound := e.opts.SiblingWait
+	switch need, hinted := e.sib.await[instance]; {
+	case hinted && len(need) == 0:
+		delete(e.sib.putOff, instance)
+		return time.Time{}, false
+	case hinted:
+		bound = e.opts.AwaitHold
+	case bound < 0 || len(e.sib.work[instance]) == 0:
 		delete(e.sib.putOff, instance)
 		return time.Time{}, false
 	}
@@ -96,10 +177,7 @@ func (e *Engine) putOff(instance string) (time.Time, bool) {
 		first = now
 		e.sib.putOff[instance] = now
 	}
-	until := first + e.opts.SiblingWait.Milliseconds()
-	if e.opts.SiblingWait < time.Millisecond {
-		until = first + 1
-	}
+	until := first + max(bound.Milliseconds(), 1)
 	if now >= until {
 		delete(e.sib.putOff, instance)
 		return time.Time{}, false
@@ -108,13 +186,24 @@ func (e *Engine) putOff(instance string) (time.Time, bool) {
 	return msTime(until), true
 }
 
-// pruneSiblingsLocked forgets activities scheduled before cutoff (ms)
-// and put-off marks older than that. Called with e.mu held.
+// pruneSiblingsLocked forgets activities scheduled before cutoff (ms),
+// hints whose activities are all forgotten, and put-off marks older than
+// that. Called with e.mu held.
 func (e *Engine) pruneSiblingsLocked(cutoff int64) {
 	for inst, set := range e.sib.work {
 		pruneBefore(set, cutoff, func(at int64) int64 { return at })
 		if len(set) == 0 {
 			delete(e.sib.work, inst)
+		}
+	}
+	for inst, need := range e.sib.await {
+		for id := range need {
+			if _, ok := e.sib.work[inst][id]; !ok {
+				delete(need, id)
+			}
+		}
+		if len(need) == 0 {
+			delete(e.sib.await, inst)
 		}
 	}
 	pruneBefore(e.sib.putOff, cutoff, func(at int64) int64 { return at })

@@ -22,13 +22,14 @@
 //
 // Config.Store (store.Options) applies in both modes. Config.EventDriven
 // (engine.Options: leases, the change feed and its budget, the sibling
-// wait, the peer wake channel) applies only in ModeEventDriven, and
-// Config.Polling (polling.Options: the poll interval, the concurrent
-// fetches' slot shares, the reconciler) only in ModePolling; the other
-// mode's struct is ignored. Of a runtime's options (package runtime),
-// OrchestrationConcurrency and WorkerConcurrency are the fetch loops in
-// both modes (give polling.Options the same counts, so each loop scans a
-// share of the slots first); PollTimeout is how long an event-driven
+// wait and the await hold, the peer wake channel) applies only in
+// ModeEventDriven, and Config.Polling (polling.Options: the poll
+// interval, the concurrent fetches' slot shares, the reconciler) only in
+// ModePolling; the other mode's struct is ignored. Of a runtime's
+// options (package runtime), OrchestrationConcurrency and
+// WorkerConcurrency are the fetch loops in both modes (give
+// polling.Options the same counts, so each loop scans a share of the
+// slots first); PollTimeout is how long an event-driven
 // fetch waits for work (polling fetches never wait); IdleBackoff, the
 // pause after an empty fetch, defaults to polling mode's PollInterval (the
 // seeds' 1 s, stated through durable.PollPacer) and matters little in

@@ -95,6 +95,7 @@ type testCfg struct {
 	feedHold    time.Duration
 	peerWake    *engine.PeerWakeOptions
 	siblingWait time.Duration
+	awaitHold   time.Duration
 }
 
 // config is the Config of c.
@@ -117,6 +118,7 @@ func (c testCfg) config() Config {
 			DisableHeads:        c.noHeads,
 			PeerWake:            c.peerWake,
 			SiblingWait:         c.siblingWait,
+			AwaitHold:           c.awaitHold,
 		},
 		Logger: c.Logger,
 	}

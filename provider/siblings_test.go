@@ -15,6 +15,12 @@ import (
 // fanOutTurn starts inst and commits a first turn scheduling n
 // activities (ids 2..n+1), then locks all n on p's workers.
 func fanOutTurn(t *testing.T, p *Provider, inst string, n int) []*durable.LockedWorkItem {
+	return fanOutTurnAwaiting(t, p, inst, n, false)
+}
+
+// fanOutTurnAwaiting is fanOutTurn whose turn, with awaitAll, says its
+// orchestration awaits every one of the activities (a Join).
+func fanOutTurnAwaiting(t *testing.T, p *Provider, inst string, n int, awaitAll bool) []*durable.LockedWorkItem {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, durable.StartOrchestration{Instance: inst, Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
@@ -26,6 +32,9 @@ func fanOutTurn(t *testing.T, p *Provider, inst string, n int) []*durable.Locked
 		id := uint64(i + 2)
 		turn.HistoryDelta = append(turn.HistoryDelta, ev(inst, 1, id, history.ActivityScheduled{Name: "A", Input: "{}"}))
 		turn.WorkerItems = append(turn.WorkerItems, durable.ActivityExecute{Instance: inst, ExecutionID: 1, ID: id, Name: "A", Input: "{}"})
+		if awaitAll {
+			turn.AwaitingActivities = append(turn.AwaitingActivities, id)
+		}
 	}
 	require.NoError(t, p.AckOrchestrationItem(ctx, item.LockToken, turn))
 	var ws []*durable.LockedWorkItem
@@ -99,4 +108,75 @@ func TestSiblingWaitIsBounded(t *testing.T) {
 	lone := openProvider(t, lcfg)
 	startTurn(t, lone, "lone")
 	require.Zero(t, lone.Engine().Stats().TurnsPutOff)
+}
+
+// holdConfig is a joined event-driven replica that holds turns only on a
+// turn's await hint (no sibling wait), for as long as it takes.
+func holdConfig(name string) testCfg {
+	cfg := eventConfig(freshContainer(name))
+	cfg.joinEagerly = true
+	cfg.siblingWait, cfg.awaitHold = -1, time.Hour
+	return cfg
+}
+
+// fetchAsync long-polls p for an orchestration item in the background.
+func fetchAsync(p *Provider) <-chan *durable.OrchestrationItem {
+	got := make(chan *durable.OrchestrationItem, 1)
+	go func() {
+		item, err := p.FetchOrchestrationItem(context.Background(), lockLong, hang, nil)
+		if err != nil {
+			item = nil
+		}
+		got <- item
+	}()
+	return got
+}
+
+// TestAwaitHoldWaitsForEveryAwaited: a turn that says its orchestration
+// awaits every one of its activities is held past any sibling bound until
+// the last of them completes, and then holds every completion.
+func TestAwaitHoldWaitsForEveryAwaited(t *testing.T) {
+	t.Parallel()
+	p := openProvider(t, holdConfig("await-hold"))
+	ws := fanOutTurnAwaiting(t, p, "join", 3, true)
+	complete(t, p, ws[0])
+	got := fetchAsync(p)
+	until(t, "the first completion is held", func() bool { return p.Engine().Stats().TurnsPutOff >= 1 })
+	complete(t, p, ws[1])
+	complete(t, p, ws[2])
+	item := <-got
+	require.NotNil(t, item)
+	require.Len(t, item.Messages, 3, "one turn for the three completions")
+}
+
+// TestAwaitHoldEndsOnArrival: anything else that reaches a held instance
+// (an event raised here or by another process) ends the hold at once,
+// its awaited activities still running; without a hint nothing is held.
+func TestAwaitHoldEndsOnArrival(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := holdConfig("await-arrival")
+	p := openProvider(t, cfg)
+	client := openProvider(t, testConfig(cfg.Container)) // another process: reaches the owner through the feed
+	for i, from := range []*Provider{p, client} {
+		inst := fmt.Sprintf("held-%d", i)
+		ws := fanOutTurnAwaiting(t, p, inst, 3, true)
+		complete(t, p, ws[0])
+		got := fetchAsync(p)
+		before := p.Engine().Stats().TurnsPutOff
+		until(t, "the first completion is held", func() bool { return p.Engine().Stats().TurnsPutOff > before })
+		require.NoError(t, from.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: inst, Name: "go", Data: "{}"}, 0))
+		item := <-got
+		require.NotNil(t, item, "the event ends the hold")
+		require.Equal(t, inst, item.Instance)
+		require.Len(t, item.Messages, 2, "the completion and the event")
+		require.NoError(t, p.AbandonOrchestrationItem(ctx, item.LockToken, time.Hour, true))
+	}
+
+	before := p.Engine().Stats().TurnsPutOff
+	ws := fanOutTurnAwaiting(t, p, "unhinted", 2, false)
+	complete(t, p, ws[0])
+	item := fetchFor(t, p, "unhinted")
+	require.Len(t, item.Messages, 1)
+	require.Equal(t, before, p.Engine().Stats().TurnsPutOff, "no hint, no sibling wait: nothing held")
 }

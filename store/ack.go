@@ -35,6 +35,9 @@ type turnPlan struct {
 	cancel  []durable.ScheduledActivityIdentifier
 	// lockedUntil is the expiry of the lock the turn releases.
 	lockedUntil int64
+	// awaiting are the worker document ids of the activities the turn
+	// says its orchestration awaits (OrchestrationTurn.AwaitingActivities).
+	awaiting []string
 }
 
 // AckOrchestrationItem is durable.Provider's AckOrchestrationItem; it
@@ -145,6 +148,9 @@ func (p *Store) planTurn(ctx context.Context, op string, d *instanceDoc, t parse
 	now := nowMS()
 	plan := &turnPlan{instance: instance, nonce: t.nonce, commit: t.nonce + "/" + uuid.NewString(),
 		deletes: d.LockedMsgs, lockedUntil: d.LockedUntil}
+	for _, id := range turn.AwaitingActivities {
+		plan.awaiting = append(plan.awaiting, workDocID(turn.ExecutionID, id))
+	}
 
 	// Execution record: the current one is copied in the instance document.
 	var ex executionDoc
@@ -255,7 +261,7 @@ func (p *Store) planTurn(ctx context.Context, op string, d *instanceDoc, t parse
 			if cancelled[durable.ScheduledActivityIdentifier{Instance: a.Instance, ExecutionID: a.ExecutionID, ActivityID: a.ID}] {
 				continue // scheduled and cancelled in one turn: never created
 			}
-			id = "w:" + u64(a.ExecutionID) + ":" + u64(a.ID)
+			id = workDocID(a.ExecutionID, a.ID)
 		}
 		if err := addItem(w, now, id); err != nil {
 			return nil, err
@@ -379,7 +385,7 @@ func (p *Store) commitFailure(ctx context.Context, op string, plan *turnPlan, er
 // intents that are visible now (a large turn whose publication was
 // deferred has none yet).
 func (plan *turnPlan) committed(intents []outbox.Intent) Commit {
-	c := Commit{Source: plan.instance, Intents: intents, cancel: plan.cancel}
+	c := Commit{Source: plan.instance, Intents: intents, cancel: plan.cancel, Awaiting: plan.awaiting}
 	c.Released = []Release{{Instance: plan.instance, LockedUntil: plan.lockedUntil}}
 	for _, q := range plan.queue {
 		c.Visible = append(c.Visible, q.head())
@@ -393,7 +399,7 @@ func (p *Store) deleteActivity(ctx context.Context, c durable.ScheduledActivityI
 	if c.Instance == "" || len(c.Instance) > MaxInstanceIDBytes {
 		return nil
 	}
-	found, err := p.s.remove(ctx, c.Instance, "w:"+u64(c.ExecutionID)+":"+u64(c.ActivityID))
+	found, err := p.s.remove(ctx, c.Instance, workDocID(c.ExecutionID, c.ActivityID))
 	if err != nil || found {
 		return err
 	}

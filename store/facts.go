@@ -75,6 +75,11 @@ type Commit struct {
 	Source string
 	// Intents are the commit's outbox intents, undelivered.
 	Intents []outbox.Intent
+	// Awaiting (a turn's commit) are the ids of the worker documents, in
+	// Source's partition, of the activities the turn says its
+	// orchestration awaits, every one, before it can go on
+	// (durable.OrchestrationTurn.AwaitingActivities); empty for none.
+	Awaiting []string
 
 	cancel  []durable.ScheduledActivityIdentifier // activities the turn cancelled
 	session string                                // session whose idle timer the ack restarts
@@ -86,7 +91,7 @@ func (c Commit) CancelledWork() []string {
 	var ids []string
 	for _, a := range c.cancel {
 		if a.Instance == c.Source {
-			ids = append(ids, "w:"+u64(a.ExecutionID)+":"+u64(a.ActivityID))
+			ids = append(ids, workDocID(a.ExecutionID, a.ActivityID))
 		}
 	}
 	return ids

@@ -118,7 +118,11 @@ func userID(prefix, s string) string {
 func kvID(key string) string              { return userID("kv", key) }
 func historyID(exec, event uint64) string { return "h:" + u64(exec) + ":" + u64(event) }
 func execDocID(exec uint64) string        { return "e:" + u64(exec) }
-func sessionDocID(sid string) string      { return userID("session", sid) }
+
+// workDocID is the id of the worker queue document a turn of execution
+// exec writes for its activity id.
+func workDocID(exec, activity uint64) string { return "w:" + u64(exec) + ":" + u64(activity) }
+func sessionDocID(sid string) string         { return userID("session", sid) }
 
 // sessionPartition is the logical partition holding a session's document.
 // Sessions are global (one owner per session id, whatever the instance), so

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -515,6 +516,7 @@ loop:
 		}
 	}
 	c.replaying = false
+	awaiting := e.awaiting()
 	e.unwind()
 
 	switch {
@@ -535,7 +537,54 @@ loop:
 		}
 		return e.finish(OutcomeCompleted, e.fnSignal.output, nil), nil
 	}
-	return e.finish(OutcomeContinue, "", nil), nil
+	res := e.finish(OutcomeContinue, "", nil)
+	res.Turn.AwaitingActivities = awaiting
+	return res, nil
+}
+
+// awaiting is the turn's dispatch hint
+// (durable.OrchestrationTurn.AwaitingActivities): when the orchestration
+// is blocked at the end of the turn, the scheduling ids of the
+// outstanding activities of which it needs every one before it can go on.
+// It tests the blocking condition with outstanding activities assumed
+// complete: if all of them do not unblock it, it waits for something else
+// too (nil); an activity is needed when all the others do not. None
+// needed (a Select: any one will do) is nil as well.
+func (e *engine) awaiting() []uint64 {
+	c := e.c
+	if !e.running || c.waiting == nil {
+		return nil
+	}
+	var open []*Task
+	for _, t := range c.tasks {
+		if t.kind == taskActivity && t.eventID != 0 && !t.ready() {
+			open = append(open, t)
+		}
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	unblockedWithout := func(skip *Task) bool {
+		for _, t := range open {
+			t.assumed = t != skip
+		}
+		ok := c.waiting()
+		for _, t := range open {
+			t.assumed = false
+		}
+		return ok
+	}
+	if !unblockedWithout(nil) {
+		return nil
+	}
+	var need []uint64
+	for _, t := range open {
+		if !unblockedWithout(t) {
+			need = append(need, t.eventID)
+		}
+	}
+	slices.Sort(need)
+	return need
 }
 
 // failureFromError maps an error returned by orchestration code.

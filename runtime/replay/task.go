@@ -82,6 +82,9 @@ type Task struct {
 
 	// retry is set for taskRetry: a composite task run by Await.
 	retry *retryState
+	// assumed makes the task ready for the engine's test of what the
+	// orchestration awaits (engine.awaiting), and only during it.
+	assumed bool
 }
 
 // EventID is the id of the event that scheduled the task (0 until the
@@ -101,7 +104,7 @@ func (t *Task) ChildInstance() string {
 }
 
 // ready reports whether Await can return without waiting.
-func (t *Task) ready() bool { return t.done || t.cancelled }
+func (t *Task) ready() bool { return t.done || t.cancelled || t.assumed }
 
 // AwaitRaw waits for the task and returns its raw (serialized) result. A
 // failed activity or sub-orchestration returns a history.ErrorDetails; a
