@@ -65,14 +65,7 @@ func TestSiblingWaitCoalescesCompletions(t *testing.T) {
 	ws := fanOutTurn(t, p, "fan", 3)
 
 	complete(t, p, ws[0])
-	got := make(chan *durable.OrchestrationItem, 1)
-	go func() {
-		item, err := p.FetchOrchestrationItem(context.Background(), lockLong, hang, nil)
-		if err != nil {
-			item = nil
-		}
-		got <- item
-	}()
+	got := fetchAsync(p)
 	until(t, "the first completion's wakeup is put off", func() bool { return p.Engine().Stats().TurnsPutOff >= 1 })
 	complete(t, p, ws[1])
 	complete(t, p, ws[2])
