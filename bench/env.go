@@ -50,8 +50,8 @@ type EnvOptions struct {
 	// FeedReadsPerChange is engine.FeedOptions.ReadsPerChange (zero: the
 	// engine's default, negative: none).
 	FeedReadsPerChange float64
-	// SiblingWait is engine.Options.SiblingWait (zero: the engine's
-	// default, negative: off).
+	// SiblingWait is engine.Options.SiblingWait (zero or negative: off,
+	// the engine's default).
 	SiblingWait time.Duration
 }
 

@@ -438,8 +438,8 @@ func (r *Report) writeStressTables(w io.Writer) error {
 	if st := r.Settings.Stress; st != nil {
 		fmt.Fprintf(w, "\nStress (duroxide's parallel_orchestrations): up to %d instances (or %s of starts), %d in flight, each a fan-out of %d activities sleeping %s, started and waited for (≤ %s) by %s;\n",
 			st.Orchestrations, st.MaxDuration, st.MaxInFlight, st.TasksPerInstance, st.ActivityDelay, st.WaitTimeout, stressClientText(st.Client))
-		fmt.Fprintf(w, "each replica a runtime with %d orchestration and %d worker dispatchers; polling replicas poll every %s; event-driven turns wait up to %s for sibling activities. Latency start → completion seen by the client, ms; cost of every request of the container per completed orchestration\n",
-			st.OrchestrationConcurrency, st.WorkerConcurrency, st.PollInterval, r.Settings.SiblingWait)
+		fmt.Fprintf(w, "each replica a runtime with %d orchestration and %d worker dispatchers; polling replicas poll every %s; event-driven turns are held up to %s for the activities they await (sibling wait %s). Latency start → completion seen by the client, ms; cost of every request of the container per completed orchestration\n",
+			st.OrchestrationConcurrency, st.WorkerConcurrency, st.PollInterval, r.Settings.AwaitHold, r.Settings.SiblingWait)
 	} else {
 		fmt.Fprintf(w, "\nStress (duroxide's parallel_orchestrations); latency start → completion seen by the client, ms; cost per completed orchestration\n")
 	}

@@ -86,8 +86,8 @@ type Config struct {
 	// FeedReadsPerChange is the replicas' engine.FeedOptions.ReadsPerChange
 	// (zero: the engine's default).
 	FeedReadsPerChange float64
-	// SiblingWait is the replicas' engine.Options.SiblingWait (zero: the
-	// engine's default, negative: off).
+	// SiblingWait is the replicas' engine.Options.SiblingWait (zero or
+	// negative: off, the engine's default).
 	SiblingWait time.Duration
 
 	// PartitionCount is the number of physical partitions (default 4).
@@ -233,9 +233,10 @@ type Settings struct {
 	FeedBudget float64 `json:"feed_budget_ru_per_s"`
 	// FeedReadsPerChange is the event-driven ReadsPerChange in effect.
 	FeedReadsPerChange float64 `json:"feed_reads_per_change"`
-	// SiblingWait is the event-driven sibling wait in effect (negative:
-	// off).
+	// SiblingWait is the event-driven sibling wait in effect ("off" when
+	// zero or negative) and AwaitHold the await hold's bound.
 	SiblingWait string `json:"sibling_wait"`
+	AwaitHold   string `json:"await_hold"`
 	ChargeModel string `json:"charge_model"`
 	// Stress echoes the stress phase's workload (absent without one).
 	Stress *StressSettings `json:"stress,omitempty"`
@@ -306,7 +307,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return rep, fmt.Errorf("bench: event-driven settings: %w", err)
 	}
 	rep.Settings.FeedBudget, rep.Settings.FeedReadsPerChange = eo.Feed.EmptyReadBudget, eo.Feed.ReadsPerChange
-	rep.Settings.SiblingWait = eo.SiblingWait.String()
+	rep.Settings.SiblingWait, rep.Settings.AwaitHold = "off", eo.AwaitHold.String()
+	if eo.SiblingWait > 0 {
+		rep.Settings.SiblingWait = eo.SiblingWait.String()
+	}
 	if sc := cfg.Stress; sc != nil {
 		rep.Settings.Stress = &StressSettings{Replicas: sc.Replicas, Orchestrations: sc.Orchestrations, MaxInFlight: sc.MaxInFlight,
 			TasksPerInstance: sc.TasksPerInstance, ActivityDelay: sc.ActivityDelay.String(), PollInterval: sc.PollInterval.String(),

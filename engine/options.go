@@ -41,29 +41,28 @@ type Options struct {
 	// PeerWakeOptions); nil leaves it off, and other processes' writes are
 	// seen at the next change-feed read.
 	PeerWake *PeerWakeOptions
-	// SiblingWait bounds how long a turn waits for its sibling
-	// activities (default DefaultSiblingWait, 10 ms; negative: never).
-	// A wakeup for an instance that still has activities which turns
-	// committed on this replica scheduled, and which this replica has
-	// not seen complete, puts the instance's turn off: until the
-	// completion of the last of them here wakes it, or SiblingWait after
-	// the first wakeup put off, whichever comes first. So a fan-out whose
-	// activities complete close together takes one turn for them instead
-	// of one each, and an instance with no such activity is never put
-	// off. Activities another replica runs count as not seen complete, so
-	// their completions wait out the bound.
+	// SiblingWait, when positive, bounds how long a turn without an await
+	// hint (below) waits for its sibling activities (default 0: no turn
+	// without a hint is put off). A wakeup for an instance that still has
+	// activities which turns committed on this replica scheduled, and
+	// which this replica has not seen complete, then puts the instance's
+	// turn off: until the completion of the last of them here wakes it,
+	// or SiblingWait after the first wakeup put off, whichever comes
+	// first. It is for runtimes that send no hints: it cannot tell a Join
+	// from a Select, so a Select waits the bound for nothing, and durafeed's
+	// runtime sends hints.
 	SiblingWait time.Duration
 	// AwaitHold bounds how long a turn is held while activities that
 	// the instance's last turn said it awaits, every one, are still
 	// outstanding (durable.OrchestrationTurn.AwaitingActivities; default
 	// DefaultAwaitHold, 1 s; negative: hints are ignored). A hold ends
-	// at the completion of the last of them, at once when anything else
-	// reaches the instance from this replica's writes or its change feed
-	// (an event, a cancellation, a child's completion), or at the bound,
-	// which only a completion this replica never sees reaches (another
-	// replica's, announced over the peer wake channel, which names no
-	// activity: the feed then shows it). Without a hint SiblingWait
-	// applies.
+	// at the completion of the last of them (acked here, shown by the
+	// change feed, or announced by a peer wake that names the item it
+	// settles), at once when anything else reaches the instance (an
+	// event, a cancellation, a child's completion), or at the bound,
+	// which only a completion this replica never learns of reaches (its
+	// peer wake lost while the feed idles, or sent by a replica that
+	// predates the named wake).
 	AwaitHold time.Duration
 	// DisableHeads makes every feed-woken fetch read its turn with the
 	// query before the lock batch instead of locking the messages the
@@ -161,7 +160,6 @@ const (
 	DefaultCheckpointInterval  = 5 * time.Second
 	DefaultSafetySweepInterval = 60 * time.Second
 	DefaultIdleLeave           = 5 * time.Second
-	DefaultSiblingWait         = 10 * time.Millisecond
 	DefaultAwaitHold           = time.Second
 )
 
@@ -240,9 +238,6 @@ func (o Options) WithDefaults() (Options, error) {
 	}
 	if o.IdleLeave <= 0 {
 		o.IdleLeave = DefaultIdleLeave
-	}
-	if o.SiblingWait == 0 {
-		o.SiblingWait = DefaultSiblingWait
 	}
 	if o.AwaitHold == 0 {
 		o.AwaitHold = DefaultAwaitHold

@@ -11,8 +11,8 @@ import (
 // through this replica are still outstanding here. With the turn's hint
 // of the activities its orchestration awaits, every one
 // (store.Commit.Awaiting), the turn is held until the last of those
-// completes, within AwaitHold; without one, for at most SiblingWait. The
-// state lives in siblings, guarded by Engine.mu.
+// completes, within AwaitHold; without one, for at most SiblingWait (off
+// by default). The state lives in siblings, guarded by Engine.mu.
 type siblings struct {
 	// work: instance -> worker document id -> when its turn committed
 	// (ms): activities scheduled by turns this replica committed, not
@@ -35,7 +35,7 @@ type siblings struct {
 const maxSiblingInstances = 100_000
 
 // tracking reports whether either rule is on.
-func (e *Engine) tracking() bool { return e.opts.SiblingWait >= 0 || e.opts.AwaitHold >= 0 }
+func (e *Engine) tracking() bool { return e.opts.SiblingWait > 0 || e.opts.AwaitHold >= 0 }
 
 // scheduled records the activities a committed turn scheduled (its
 // worker documents in its own partition), forgets those it cancelled,
@@ -168,7 +168,7 @@ func (e *Engine) putOff(instance string) (time.Time, bool) {
 		return time.Time{}, false
 	case hinted:
 		bound = e.opts.AwaitHold
-	case bound < 0 || len(e.sib.work[instance]) == 0:
+	case bound <= 0 || len(e.sib.work[instance]) == 0:
 		delete(e.sib.putOff, instance)
 		return time.Time{}, false
 	}
