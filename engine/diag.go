@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/durafeed/durafeed/slots"
@@ -137,6 +138,20 @@ func (e *Engine) Positioned() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.unpinned) == 0
+}
+
+// Hinting returns, sorted, the replicas whose backlog hint with slots in
+// it this replica has seen (diagnostics; a hint it no longer follows,
+// stale or of a dead replica, is listed until it is pruned).
+func (e *Engine) Hinting() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]string, 0, len(e.hinted))
+	for r := range e.hinted {
+		out = append(out, r)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Pending returns the wakeups waiting in the orchestrator and worker hubs

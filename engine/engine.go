@@ -182,6 +182,10 @@ type hintSeen struct {
 	seq     int64
 	seenAt  time.Time // when seq last changed
 	scanned map[int]time.Time
+	// needed: the owner holds items only other replicas may take
+	// (hintDoc.Parked); otherwise the hint is an overflow, followed only
+	// while this replica has no due work of its own.
+	needed bool
 }
 
 // hintStale is how long a hint whose sequence number does not change is
@@ -198,6 +202,7 @@ type hintState struct {
 	slots     []int
 	refused   []string
 	count     int
+	parked    bool // the published hint holds items only others may take
 	seq       int64
 	hot       int // consecutive checks over capacity
 	cold      int // consecutive checks with nothing due
@@ -479,7 +484,7 @@ func (e *Engine) leave(s *session, graceful bool) {
 	clear(e.hinted)
 	e.mu.Unlock()
 	e.hint.mu.Lock()
-	e.hint.published, e.hint.slots, e.hint.count, e.hint.hot, e.hint.cold = false, nil, 0, 0, 0
+	e.hint.published, e.hint.slots, e.hint.count, e.hint.parked, e.hint.hot, e.hint.cold = false, nil, 0, false, 0, 0
 	e.hint.mu.Unlock()
 }
 
@@ -1155,6 +1160,10 @@ type hintDoc struct {
 	// no dispatcher of the owner accepts (a rolling upgrade): the other
 	// replicas try them with their own capability filters.
 	Refused []string `json:"refused,omitempty"`
+	// Parked counts the owner's items that no fetch of its own may take
+	// (other tags, sessions owned elsewhere): only other replicas can run
+	// them, so helpers scan for them even while busy with their own work.
+	Parked int `json:"parked,omitempty"`
 }
 
 // maxHintRefused bounds the instances one hint lists as refused.
@@ -1184,7 +1193,7 @@ func (e *Engine) onLeaseDocument(raw []byte) {
 		}
 	}
 	if !ok || h.Seq != prev.seq {
-		prev = hintSeen{slots: h.Slots, seq: h.Seq, seenAt: e.clk.Now(), scanned: prev.scanned}
+		prev = hintSeen{slots: h.Slots, seq: h.Seq, seenAt: e.clk.Now(), scanned: prev.scanned, needed: h.Parked > 0}
 		if prev.scanned == nil {
 			prev.scanned = map[int]time.Time{}
 		}
@@ -1204,7 +1213,10 @@ func (e *Engine) onLeaseDocument(raw []byte) {
 // hint whose sequence number has not changed for hintStale, or whose
 // replica has no live heartbeat (it died without removing its hint), is
 // not followed; it is kept, so that a re-read of the lease partition does
-// not bring it back as new.
+// not bring it back as new. An overflow hint (the owner has more due
+// items than fetches, but could take them all) is followed only while
+// this replica has no due work of its own: a busy helper's scans would
+// take its fetches from its own backlog and gain nothing.
 func (e *Engine) rescanHinted() {
 	s := e.sess.Load()
 	if s == nil {
@@ -1217,6 +1229,7 @@ func (e *Engine) rescanHinted() {
 		return
 	}
 	e.mu.Unlock()
+	busy := e.work.HasDue(e.ownedSet())
 	live := map[string]bool{}
 	for _, m := range s.store.Members() { // not under e.mu: the store calls into the engine under its lock
 		live[m] = true
@@ -1224,7 +1237,7 @@ func (e *Engine) rescanHinted() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for r, h := range e.hinted {
-		if now.Sub(h.seenAt) > hintStale || !live[r] {
+		if now.Sub(h.seenAt) > hintStale || !live[r] || (busy && !h.needed) {
 			continue
 		}
 		for _, s := range h.slots {
@@ -1308,6 +1321,7 @@ func (e *Engine) checkHint(ctx context.Context) {
 		}
 		slices.Sort(slots)
 		changed := !h.published || !slices.Equal(slots, h.slots) || !slices.Equal(refused, h.refused) || n > 2*h.count || 2*n < h.count ||
+			(parked > 0) != h.parked ||
 			e.clk.Now().Sub(h.lastWrite) >= hintRefresh
 		write = changed && e.clk.Now().Sub(h.lastWrite) >= 250*time.Millisecond
 	} else if h.cold >= 2 && h.published {
@@ -1323,6 +1337,9 @@ func (e *Engine) checkHint(ctx context.Context) {
 	}
 	doc := hintDoc{ID: hintID(e.opts.ReplicaID), InstanceID: e.leasePartition(), Type: typeHint, Replica: e.opts.ReplicaID,
 		Slots: slots, Count: n, Seq: h.seq, Refused: refused}
+	if h.hot >= 2 {
+		doc.Parked = parked
+	}
 	if doc.Slots == nil {
 		doc.Slots = []int{}
 	}
@@ -1336,7 +1353,7 @@ func (e *Engine) checkHint(ctx context.Context) {
 	e.stats.hintsWritten.Add(1)
 	h.lastWrite = e.clk.Now()
 	h.published = len(slots) > 0 || len(refused) > 0
-	h.slots, h.count, h.refused = slots, n, refused
+	h.slots, h.count, h.refused, h.parked = slots, n, refused, doc.Parked > 0
 }
 
 // refusedOwned lists (sorted, at most maxHintRefused) the instances of

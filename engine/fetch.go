@@ -365,6 +365,15 @@ func (e *Engine) workWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 	if released && w.VisibleAt.UnixMilli() <= rel {
 		return nil, nil // the expiry of a lock we released: the item is gone
 	}
+	// Most wakeups find their item takeable: lock it in one request, and
+	// read it only when that cannot decide.
+	item, head, until, tried, err := e.s.TryLockWork(ctx, instance, id, lockTimeout, tags, e.holder())
+	if tried {
+		if item != nil && e.isJoined() && e.isOwned(head.DispatchSlot) {
+			e.work.SignalAt(head.DispatchSlot, w.Instance, msTime(until))
+		}
+		return item, err
+	}
 	q, err := e.s.ReadWork(ctx, instance, id)
 	if err != nil || q == nil {
 		return nil, err
@@ -405,7 +414,7 @@ func (e *Engine) workWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 			return nil, nil
 		}
 	}
-	item, until, err := e.s.LockWork(ctx, q, lockTimeout, e.holder())
+	item, until, err = e.s.LockWork(ctx, q, lockTimeout, e.holder())
 	if item != nil && e.isJoined() && e.isOwned(q.DispatchSlot) {
 		e.work.SignalAt(q.DispatchSlot, workKey(q.InstanceID, q.ID), msTime(until))
 	}

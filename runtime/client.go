@@ -226,9 +226,23 @@ func statusFromHistory(instance string, events []history.Event) Status {
 // runtime's own client of the turns its replica commits) and, as the
 // safety net for changes the provider does not report, after a delay that
 // doubles from PollInitial to PollMax.
+//
+// The status is made from the history, which grows with the
+// orchestration. With the admin capability, a check first reads the
+// instance record (ProviderAdmin.GetInstanceInfo; one point read on the
+// Cosmos DB provider, whose record changes in the same commit as the
+// history, and never after it) and reads the history only when the
+// record says the instance no longer runs, or is unknown; once every
+// PollMax the history is read anyway.
 func (c *Client) WaitForOrchestration(ctx context.Context, instance string) (Status, error) {
+	admin, _ := c.p.Admin()
 	var st Status
-	err := c.waitFor(ctx, instance, func() (bool, error) {
+	err := c.waitFor(ctx, instance, func(slow bool) (bool, error) {
+		if admin != nil && !slow {
+			if info, err := admin.GetInstanceInfo(ctx, instance); err == nil && info.Status == durable.StatusRunning {
+				return false, nil
+			}
+		}
 		var err error
 		st, err = c.GetStatus(ctx, instance)
 		return err == nil && st.State.IsTerminal(), err
@@ -248,7 +262,7 @@ func (c *Client) GetCustomStatus(ctx context.Context, instance string, lastSeenV
 // doubling delay.
 func (c *Client) WaitForCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*durable.CustomStatus, error) {
 	var cs *durable.CustomStatus
-	err := c.waitFor(ctx, instance, func() (bool, error) {
+	err := c.waitFor(ctx, instance, func(bool) (bool, error) {
 		var err error
 		cs, err = c.p.GetCustomStatus(ctx, instance, lastSeenVersion)
 		return err == nil && cs != nil, err
@@ -260,8 +274,9 @@ func (c *Client) WaitForCustomStatus(ctx context.Context, instance string, lastS
 // once, then on every notification of the instance's watch (when the
 // provider offers one) and after a delay doubling from PollInitial to
 // PollMax. A retryable failure is retried on the same schedule. It
-// returns ctx's error when ctx ends first.
-func (c *Client) waitFor(ctx context.Context, instance string, check func() (bool, error)) error {
+// returns ctx's error when ctx ends first. check's argument is true when
+// the call is due to a delay of PollMax ending.
+func (c *Client) waitFor(ctx context.Context, instance string, check func(slow bool) (bool, error)) error {
 	var changed <-chan struct{}
 	if w, ok := c.p.(durable.InstanceWatcher); ok {
 		// Watch before the first read, so a change between the two is
@@ -272,8 +287,9 @@ func (c *Client) waitFor(ctx context.Context, instance string, check func() (boo
 		}
 	}
 	delay := c.opts.PollInitial
+	slow := false
 	for {
-		done, err := check()
+		done, err := check(slow)
 		if err != nil && !durable.IsRetryable(err) {
 			return err
 		}
@@ -281,12 +297,14 @@ func (c *Client) waitFor(ctx context.Context, instance string, check func() (boo
 			return nil
 		}
 		t := time.NewTimer(delay)
+		slow = false
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
 		case <-changed:
 		case <-t.C:
+			slow = delay >= c.opts.PollMax
 			delay = min(delay*2, c.opts.PollMax)
 		}
 		t.Stop()

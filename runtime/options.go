@@ -20,7 +20,11 @@ type Options struct {
 	// goroutines (default 2; negative disables the dispatcher).
 	OrchestrationConcurrency int
 	// WorkerConcurrency is the number of activity worker goroutines
-	// (default 2; negative disables the dispatcher).
+	// (default 2; negative disables the dispatcher): at most this many
+	// activities run at once. Each worker reports an activity's outcome
+	// (its ack) while it fetches and runs the next, with at most one
+	// report in flight, so a worker may hold a second item's lock while
+	// the first's ack is under way.
 	WorkerConcurrency int
 
 	// OrchestratorLockTimeout is the instance lock taken per turn (default

@@ -50,9 +50,19 @@ func ClientFrom(ctx context.Context) *Client {
 	return c
 }
 
-// workerLoop is one worker dispatcher goroutine.
+// workerLoop is one worker dispatcher goroutine. It reports an
+// activity's outcome (the ack, or an abandon) in a goroutine of its own
+// while it fetches and runs the next item: the report's round trip is off
+// the dispatcher's path. At most one report per dispatcher is in flight:
+// the next waits for it, and so does the loop's return.
 func (r *Runtime) workerLoop(pollCtx, workCtx context.Context) {
 	session := &durable.SessionFetchConfig{OwnerID: r.opts.WorkerNodeID, LockTimeout: r.opts.SessionLockTimeout}
+	var reported chan struct{} // closed when the report in flight has ended
+	defer func() {
+		if reported != nil {
+			<-reported
+		}
+	}()
 	for pollCtx.Err() == nil {
 		started := time.Now()
 		lw, err := r.p.FetchWorkItem(pollCtx, r.opts.WorkerLockTimeout, r.opts.PollTimeout, session, r.opts.TagFilter)
@@ -67,17 +77,30 @@ func (r *Runtime) workerLoop(pollCtx, workCtx context.Context) {
 			clock.Sleep(pollCtx, r.opts.IdleBackoff-time.Since(started))
 			continue
 		}
-		r.processActivity(workCtx, lw)
+		report := r.processActivity(workCtx, lw)
+		if report == nil {
+			continue
+		}
+		if reported != nil {
+			<-reported
+		}
+		done := make(chan struct{})
+		reported = done
+		go func() {
+			defer close(done)
+			report()
+		}()
 	}
 }
 
-// processActivity runs one activity and reports its completion.
-func (r *Runtime) processActivity(ctx context.Context, lw *durable.LockedWorkItem) {
+// processActivity runs one activity and returns the report of its
+// outcome to the provider (nil when there is none to make: the lock was
+// lost).
+func (r *Runtime) processActivity(ctx context.Context, lw *durable.LockedWorkItem) (report func()) {
 	act, ok := lw.Item.(durable.ActivityExecute)
 	if !ok {
 		r.log.Error("unexpected worker item; abandoning", zap.String("kind", lw.Item.Kind()))
-		r.abandonWork(ctx, lw, r.opts.FailureBackoff, false)
-		return
+		return func() { r.abandonWork(ctx, lw, r.opts.FailureBackoff, false) }
 	}
 	log := r.log.With(zap.String("instance", act.Instance), zap.String("activity", act.Name),
 		zap.Uint64("activity_id", act.ID), zap.Uint32("attempt", lw.AttemptCount))
@@ -89,8 +112,7 @@ func (r *Runtime) processActivity(ctx context.Context, lw *durable.LockedWorkIte
 			Instance: act.Instance, ExecutionID: act.ExecutionID, ActivityName: act.Name, ActivityID: act.ID, Message: string(msg),
 		})
 		log.Error("activity poisoned")
-		r.ackWork(ctx, lw, failedCompletion(act, d), log)
-		return
+		return func() { r.ackWork(ctx, lw, failedCompletion(act, d), log) }
 	}
 
 	actCtx, cancel := context.WithCancelCause(ctx)
@@ -112,13 +134,12 @@ func (r *Runtime) processActivity(ctx context.Context, lw *durable.LockedWorkIte
 
 	if cause := context.Cause(actCtx); errors.Is(cause, ErrLockLost) {
 		log.Info("activity result dropped: lock lost")
-		return
+		return nil
 	}
 	if ctx.Err() != nil {
 		// Shutdown deadline: hand the activity to another runtime.
 		log.Info("activity interrupted by shutdown; abandoning")
-		r.abandonWork(ctx, lw, 0, true)
-		return
+		return func() { r.abandonWork(ctx, lw, 0, true) }
 	}
 	var completion durable.WorkItem
 	if err != nil {
@@ -132,7 +153,7 @@ func (r *Runtime) processActivity(ctx context.Context, lw *durable.LockedWorkIte
 		log.Debug("activity completed", r.payload("output", result))
 		completion = durable.ActivityCompleted{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID, Result: result}
 	}
-	r.ackWork(ctx, lw, completion, log)
+	return func() { r.ackWork(ctx, lw, completion, log) }
 }
 
 func failedCompletion(act durable.ActivityExecute, d history.ErrorDetails) durable.ActivityFailed {

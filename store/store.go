@@ -33,6 +33,7 @@ type Store struct {
 	log  *zap.Logger
 	s    *client
 	ic   *instCache // nil when Options.InstanceCacheSize is negative
+	wl   workLocks
 	st   stats
 	// missing is set while the latest answer about the container's
 	// documents said it does not exist (ownerWatch).

@@ -128,12 +128,11 @@ func (p *Store) lockWorkDoc(ctx context.Context, q queueDoc, lockTimeout time.Du
 		}
 		p.log.Info("a work item lock whose answer was lost landed: it is ours", zap.String("instance", q.InstanceID), zap.Error(err))
 	}
-	item, err := durable.UnmarshalWorkItem([]byte(locked.WorkItem))
-	if err != nil {
-		p.poisonWork(ctx, locked, token, err)
-		return nil, 0, nil
+	item, _, _, _, err := p.lockedItem(ctx, locked, token, until)
+	if item == nil {
+		return nil, 0, err
 	}
-	return &durable.LockedWorkItem{Item: item, LockToken: token, AttemptCount: locked.AttemptCount}, until, nil
+	return item, until, nil
 }
 
 // poisonWork settles a worker item that this fetch has just locked (token)
@@ -235,6 +234,20 @@ func itoa64(v int64) string {
 	return string(b)
 }
 
+// workToWrite returns the version of token's work item an ack or a
+// renewal writes If-Match: the one this store remembers from its own
+// lock or renewal (remembered true; no request), or else the item as read
+// now, its lock checked (lockedWork).
+func (p *Store) workToWrite(ctx context.Context, op, token string) (*queueDoc, parsedToken, bool, error) {
+	if q, ok := p.wl.lookup(token); ok {
+		if t, ok := parseToken(token); ok && t.kind == tokenWork {
+			return &q, t, true, nil
+		}
+	}
+	q, t, err := p.lockedWork(ctx, op, token)
+	return q, t, false, err
+}
+
 // lockedWork reads a work item by its token and checks the lock.
 func (p *Store) lockedWork(ctx context.Context, op, token string) (*queueDoc, parsedToken, error) {
 	t, ok := parseToken(token)
@@ -263,7 +276,8 @@ func (p *Store) lockedWork(ctx context.Context, op, token string) (*queueDoc, pa
 // returns what the commit left for dispatch.
 func (p *Store) AckWorkItem(ctx context.Context, lockToken string, completion durable.WorkItem) (Commit, error) {
 	const op = "ack_work_item"
-	q, t, err := p.lockedWork(ctx, op, lockToken)
+	defer p.wl.forget(lockToken)
+	q, t, remembered, err := p.workToWrite(ctx, op, lockToken)
 	if err != nil {
 		return Commit{}, err
 	}
@@ -294,7 +308,18 @@ func (p *Store) AckWorkItem(ctx context.Context, lockToken string, completion du
 			ops = append(ops, opCreate(*intent))
 		}
 	}
-	if _, err := p.s.execBatch(ctx, t.instance, ops, false); err != nil {
+	_, err = p.s.execBatch(ctx, t.instance, ops, false)
+	if remembered && (statusOf(err) == http.StatusPreconditionFailed || statusOf(err) == http.StatusNotFound) {
+		// The remembered version is not the item's (a write of ours
+		// whose answer was lost, or another writer): read the item and
+		// decide on what it holds.
+		if q, t, err = p.lockedWork(ctx, op, lockToken); err != nil {
+			return Commit{}, err
+		}
+		ops[0].ifMatch = q.ETag
+		_, err = p.s.execBatch(ctx, t.instance, ops, false)
+	}
+	if err != nil {
 		if statusOf(err) == http.StatusPreconditionFailed || statusOf(err) == http.StatusNotFound {
 			return Commit{}, durable.Permanent(op, err, "work item lock of %q was lost", t.instance)
 		}
@@ -333,6 +358,7 @@ func (p *Store) AckWorkItem(ctx context.Context, lockToken string, completion du
 // succeeds); it returns the item made visible again.
 func (p *Store) AbandonWorkItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) (Write, error) {
 	const op = "abandon_work_item"
+	p.wl.forget(lockToken)
 	t, ok := parseToken(lockToken)
 	if !ok || t.kind != tokenWork {
 		return Write{}, nil
@@ -380,17 +406,32 @@ func (p *Store) AbandonWorkItem(ctx context.Context, lockToken string, delay tim
 // RenewWorkItemLock implements durable.Provider.
 func (p *Store) RenewWorkItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
 	const op = "renew_work_item_lock"
-	q, t, err := p.lockedWork(ctx, op, lockToken)
+	q, t, remembered, err := p.workToWrite(ctx, op, lockToken)
 	if err != nil {
 		return err
 	}
+	until := nowMS() + durMS(extendFor)
 	var pt azcosmos.PatchOperations
-	pt.AppendSet("/lockedUntil", nowMS()+durMS(extendFor))
-	if _, err := p.s.patch(ctx, t.instance, q.ID, pt, q.ETag, nil); err != nil {
+	pt.AppendSet("/lockedUntil", until)
+	etag, err := p.s.patch(ctx, t.instance, q.ID, pt, q.ETag, nil)
+	if remembered && lostRace(err) {
+		// Not the remembered version: decide on what the item holds.
+		if q, t, err = p.lockedWork(ctx, op, lockToken); err != nil {
+			p.wl.forget(lockToken)
+			return err
+		}
+		etag, err = p.s.patch(ctx, t.instance, q.ID, pt, q.ETag, nil)
+	}
+	if err != nil {
+		p.wl.forget(lockToken)
 		if lostRace(err) {
 			return durable.Permanent(op, err, "work item lock of %q was lost", t.instance)
 		}
 		return mapErr(op, err)
+	}
+	if etag != "" {
+		q.ETag, q.LockedUntil = etag, until
+		p.wl.remember(lockToken, *q)
 	}
 	if q.SessionID != "" {
 		p.touchSession(ctx, q.SessionID)

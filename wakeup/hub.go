@@ -758,6 +758,16 @@ func (h *Hub) Pending(slots Set) int {
 	return n
 }
 
+// HasDue reports whether a wakeup of slots can be taken now.
+func (h *Hub) HasDue(slots Set) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.closed {
+		h.promote(h.clock.Now())
+	}
+	return h.intersects(&slots, &h.due)
+}
+
 // Snapshot returns a copy of the hub's contents.
 func (h *Hub) Snapshot() State {
 	h.mu.Lock()

@@ -69,6 +69,13 @@ func pending(set Set, n int) step {
 	}
 }
 
+func hasDue(set Set, want bool) step {
+	return func(e *env) {
+		e.t.Helper()
+		require.Equal(e.t, want, e.h.HasDue(set))
+	}
+}
+
 func requeueLast() step {
 	return func(e *env) { e.h.Requeue(e.taken[len(e.taken)-1]) }
 }
@@ -123,6 +130,18 @@ func TestImmediateTake(t *testing.T) {
 		{name: "empty set", steps: []step{sig(3, "a", 0), none(Set{}), pending(all, 1)}},
 		{name: "slot beyond the hub is ignored", opts: Options{Slots: 8}, steps: []step{sig(7, "a", 0), none(SetOf(100)), takeInst(Range(0, 4095), 7, "a", 0)}},
 		{name: "take removes", steps: []step{sig(0, "a", 0), sig(255, "b", 0), takeInst(all, 0, "a", 0), takeInst(all, 255, "b", 0), none(all)}},
+	})
+}
+
+func TestHasDue(t *testing.T) {
+	t.Parallel()
+	runScripts(t, []script{
+		{name: "empty", steps: []step{hasDue(all, false)}},
+		{name: "due in the set", steps: []step{sig(3, "a", 0), hasDue(SetOf(3), true), hasDue(SetOf(1, 3), true), hasDue(SetOf(4), false)}},
+		{name: "future until its time", steps: []step{sig(3, "a", time.Second), hasDue(all, false), pending(all, 1),
+			advance(time.Second), hasDue(SetOf(3), true), takeInst(all, 3, "a", time.Second), hasDue(all, false)}},
+		{name: "scan", steps: []step{sigScan(5, 0), hasDue(SetOf(5), true), hasDue(SetOf(6), false)}},
+		{name: "does not take", steps: []step{sig(2, "a", 0), hasDue(all, true), hasDue(all, true), takeInst(all, 2, "a", 0), hasDue(all, false)}},
 	})
 }
 

@@ -25,6 +25,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +48,7 @@ type options struct {
 	out    string
 	png    string
 	replot string
+	cpu    string
 	quiet  bool
 }
 
@@ -98,6 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&o.cfg.Seed, "seed", d.Seed, "seed of the random intervals and delays")
 	fs.StringVar(&o.out, "out", "durafeed-bench.json", "JSON report path (empty: none)")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
+	fs.StringVar(&o.cpu, "cpuprofile", "", "write a CPU profile of the whole run to this path (empty: none)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -179,6 +182,20 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if o.cpu != "" {
+		f, err := os.Create(o.cpu)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
+	}
 	rep, runErr := bench.Run(ctx, o.cfg)
 	if rep != nil {
 		if err := rep.WriteTable(stdout); err != nil {
