@@ -70,14 +70,10 @@ func (p *watchingProvider) openWatches() int {
 	return p.open
 }
 
-// TestWaitHearsTheProvider: with a provider that reports changes
-// (durable.InstanceWatcher), WaitForOrchestration and WaitForCustomStatus
-// return on the notification of the turn that completes the instance,
-// not at their next poll (an hour away here), and release their watches.
-func TestWaitHearsTheProvider(t *testing.T) {
-	t.Parallel()
-	ctx := testCtx(t)
-	p := &watchingProvider{Provider: memprovider.NewStore().Open(), chans: map[string][]chan struct{}{}}
+// gatedRegistry registers Gated: it sets the custom status "waiting",
+// then awaits the activity Gate, which returns once release is closed;
+// its output is its input plus one.
+func gatedRegistry() (*runtime.Registry, chan struct{}) {
 	reg := runtime.NewRegistry()
 	release := make(chan struct{})
 	runtime.RegisterActivity(reg, "Gate", func(ctx context.Context, _ int) (int, error) {
@@ -94,6 +90,18 @@ func TestWaitHearsTheProvider(t *testing.T) {
 		err := ctx.CallActivity("Gate", in).Await(&out)
 		return out + in, err
 	})
+	return reg, release
+}
+
+// TestWaitHearsTheProvider: with a provider that reports changes
+// (durable.InstanceWatcher), WaitForOrchestration and WaitForCustomStatus
+// return on the notification of the turn that completes the instance,
+// not at their next poll (an hour away here), and release their watches.
+func TestWaitHearsTheProvider(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	p := &watchingProvider{Provider: memprovider.NewStore().Open(), chans: map[string][]chan struct{}{}}
+	reg, release := gatedRegistry()
 	start(t, p, reg, nil)
 	c := runtime.NewClientWithOptions(p, runtime.ClientOptions{PollInitial: time.Hour, PollMax: time.Hour})
 
@@ -173,22 +181,7 @@ func TestWaitReadsTheHistoryOnceEnded(t *testing.T) {
 			t.Parallel()
 			ctx := testCtx(t)
 			p := memprovider.NewStore().Open()
-			reg := runtime.NewRegistry()
-			release := make(chan struct{})
-			runtime.RegisterActivity(reg, "Gate", func(ctx context.Context, _ int) (int, error) {
-				select {
-				case <-release:
-					return 1, nil
-				case <-ctx.Done():
-					return 0, ctx.Err()
-				}
-			})
-			runtime.RegisterOrchestration(reg, "Gated", func(ctx *runtime.OrchestrationContext, in int) (int, error) {
-				ctx.SetCustomStatus("waiting")
-				var out int
-				err := ctx.CallActivity("Gate", in).Await(&out)
-				return out + in, err
-			})
+			reg, release := gatedRegistry()
 			start(t, p, reg, nil)
 			plain := runtime.NewClient(p)
 			require.NoError(t, plain.StartOrchestration(ctx, "g", "Gated", 41))

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/durafeed/durafeed/provider"
+)
+
+// config is the service's configuration, read from the environment (see
+// the package documentation's table).
+type config struct {
+	Listen    string
+	Endpoint  string
+	Key       string
+	Database  string
+	Container string
+	// ClientID is AZURE_CLIENT_ID: the user-assigned managed identity
+	// that DefaultAzureCredential uses (azidentity reads the variable
+	// itself; it is kept here to be logged as set or not).
+	ClientID      string
+	Mode          provider.Mode
+	LogLevel      zapcore.Level
+	Grace         time.Duration
+	ReplicaID     string
+	PeerListen    string
+	PeerAdvertise string
+	Orchestration int
+	Workers       int
+}
+
+// defaultGrace is the shutdown grace period: under Azure Container Apps'
+// 30 s termination grace period, so the process exits on its own.
+const defaultGrace = 25 * time.Second
+
+// configFromEnv reads the configuration through getenv.
+func configFromEnv(getenv func(string) string) (config, error) {
+	c := config{
+		Listen:        or(getenv("DURAFEED_LISTEN"), ":8080"),
+		Endpoint:      getenv("COSMOS_ENDPOINT"),
+		Key:           getenv("COSMOS_KEY"),
+		Database:      or(getenv("COSMOS_DATABASE"), "durafeed"),
+		Container:     or(getenv("COSMOS_CONTAINER"), "durafeed"),
+		ClientID:      getenv("AZURE_CLIENT_ID"),
+		ReplicaID:     getenv("DURAFEED_REPLICA_ID"),
+		PeerListen:    getenv("DURAFEED_PEER_LISTEN"),
+		PeerAdvertise: getenv("DURAFEED_PEER_ADVERTISE"),
+		Grace:         defaultGrace,
+		Orchestration: 2,
+		Workers:       2,
+	}
+	var errs []error
+	switch m := or(getenv("DURAFEED_MODE"), "event-driven"); m {
+	case "event-driven":
+		c.Mode = provider.ModeEventDriven
+	case "polling":
+		c.Mode = provider.ModePolling
+	default:
+		errs = append(errs, fmt.Errorf("DURAFEED_MODE %q: want event-driven or polling", m))
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(or(getenv("DURAFEED_LOG_LEVEL"), "info"))); err != nil {
+		errs = append(errs, fmt.Errorf("DURAFEED_LOG_LEVEL: %w", err))
+	}
+	if s := getenv("DURAFEED_GRACE"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("DURAFEED_GRACE %q: want a positive duration such as 25s", s))
+		}
+		c.Grace = d
+	}
+	for _, v := range []struct {
+		name string
+		dst  *int
+	}{{"DURAFEED_ORCHESTRATION_CONCURRENCY", &c.Orchestration}, {"DURAFEED_WORKER_CONCURRENCY", &c.Workers}} {
+		if s := getenv(v.name); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 || n > 1000 {
+				errs = append(errs, fmt.Errorf("%s %q: want 1 to 1000", v.name, s))
+			}
+			*v.dst = n
+		}
+	}
+	if c.PeerAdvertise != "" && c.PeerListen == "" {
+		errs = append(errs, errors.New("DURAFEED_PEER_ADVERTISE is set without DURAFEED_PEER_LISTEN"))
+	}
+	if c.PeerListen != "" && c.Mode == provider.ModePolling {
+		errs = append(errs, errors.New("DURAFEED_PEER_LISTEN applies to the event-driven mode only"))
+	}
+	if c.Key != "" && c.Endpoint == "" {
+		errs = append(errs, errors.New("COSMOS_KEY is set without COSMOS_ENDPOINT"))
+	}
+	return c, errors.Join(errs...)
+}
+
+func or(s, def string) string {
+	if strings.TrimSpace(s) == "" {
+		return def
+	}
+	return s
+}
+
+// fields describe the configuration for the start-up log line: never the
+// key, only whether one is set.
+func (c config) fields() []zap.Field {
+	store := "embedded cosmosemu"
+	auth := "emulator key"
+	if c.Endpoint != "" {
+		store = c.Endpoint
+		switch {
+		case c.Key != "":
+			auth = "account key"
+		case c.ClientID != "":
+			auth = "Entra ID, user-assigned managed identity"
+		default:
+			auth = "Entra ID (DefaultAzureCredential)"
+		}
+	}
+	return []zap.Field{zap.String("listen", c.Listen), zap.String("store", store), zap.String("auth", auth),
+		zap.String("database", c.Database), zap.String("container", c.Container), zap.Stringer("mode", c.Mode),
+		zap.Duration("grace", c.Grace), zap.Bool("peer_wake", c.PeerListen != ""),
+		zap.Int("orchestration_concurrency", c.Orchestration), zap.Int("worker_concurrency", c.Workers)}
+}

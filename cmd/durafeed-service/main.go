@@ -1,0 +1,235 @@
+// Command durafeed-service is durafeed's reference service: a runtime
+// replica (the orchestrations of package sample) serving the JSON HTTP
+// API of package httpapi, with liveness and readiness endpoints and a
+// graceful stop on SIGTERM. It is built on the public API only, so it is
+// also the example of embedding durafeed in a service of one's own.
+//
+//	go run ./cmd/durafeed-service                  # embedded cosmosemu, :8080
+//	curl -s localhost:8080/v1/instances -d '{"name":"Greet","input":{"name":"Ada"}}'
+//
+// Configuration is read from the environment:
+//
+//	DURAFEED_LISTEN                     HTTP listen address (default :8080)
+//	COSMOS_ENDPOINT                     account endpoint; unset: an embedded, in-memory cosmosemu
+//	COSMOS_KEY                          account key; unset: Entra ID (DefaultAzureCredential)
+//	AZURE_CLIENT_ID                     client id of the user-assigned managed identity to use
+//	COSMOS_DATABASE, COSMOS_CONTAINER   database and container (default durafeed, durafeed)
+//	DURAFEED_MODE                       event-driven (default) or polling
+//	DURAFEED_LOG_LEVEL                  debug, info (default), warn, error
+//	DURAFEED_GRACE                      shutdown grace period after SIGTERM (default 25s)
+//	DURAFEED_REPLICA_ID                 replica name in the leases (default: a fresh one)
+//	DURAFEED_PEER_LISTEN                peer wake channel listen address (default: channel off)
+//	DURAFEED_PEER_ADVERTISE             host:port other replicas dial (default: the listener's)
+//	DURAFEED_ORCHESTRATION_CONCURRENCY  orchestration dispatchers (default 2)
+//	DURAFEED_WORKER_CONCURRENCY         activity workers (default 2)
+//
+// With Entra ID the database and container must exist (data-plane RBAC
+// cannot create them); with a key they are created when missing. The key
+// and tokens are never logged, nor are payloads.
+//
+// Readiness (/readyz) turns on once the runtime's dispatchers run and, in
+// event-driven mode, the replica holds its share of the leases; liveness
+// (/healthz) answers while the process serves. On SIGTERM or SIGINT the
+// replica stops being ready, stops taking HTTP requests (in-flight ones
+// get a fifth of the grace period), lets in-flight turns and activities
+// finish within the grace period (abandoning what is left, for other
+// replicas to take), hands its leases to the live replicas and exits 0.
+//
+// Exit status: 0 after a stop by signal, 1 when the service could not
+// start or stop cleanly, 2 for a bad configuration.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/durafeed/durafeed/cmd/durafeed-service/sample"
+	"github.com/durafeed/durafeed/cosmosemu"
+	"github.com/durafeed/durafeed/engine"
+	"github.com/durafeed/durafeed/httpapi"
+	"github.com/durafeed/durafeed/provider"
+	"github.com/durafeed/durafeed/runtime"
+	"github.com/durafeed/durafeed/store"
+)
+
+func main() {
+	os.Exit(realMain(os.Getenv, os.Stderr))
+}
+
+// realMain runs the service until SIGTERM or SIGINT and returns the exit
+// status.
+func realMain(getenv func(string) string, stderr io.Writer) int {
+	cfg, err := configFromEnv(getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "durafeed-service: configuration:", err)
+		return 2
+	}
+	log := newLogger(stderr, cfg.LogLevel)
+	defer func() { _ = log.Sync() }()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, log, nil); err != nil {
+		log.Error("durafeed-service failed", zap.Error(err))
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, level zapcore.Level) *zap.Logger {
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	return zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(w), level))
+}
+
+// hooks let a test follow the service: listening is called with the HTTP
+// address once the listener is open.
+type hooks struct {
+	listening func(addr string)
+}
+
+// run serves until ctx ends, then stops within cfg.Grace.
+func run(ctx context.Context, cfg config, log *zap.Logger, h *hooks) (err error) {
+	log.Info("starting", cfg.fields()...)
+	pcfg, closeStore, err := storeConfig(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := closeStore(); err == nil {
+			err = cerr
+		}
+	}()
+	p, err := provider.New(ctx, pcfg)
+	if err != nil {
+		return fmt.Errorf("open the provider: %w", err)
+	}
+	providerClosed := false
+	defer func() {
+		if !providerClosed {
+			_ = p.Close()
+		}
+	}()
+
+	reg := runtime.NewRegistry()
+	sample.Register(reg)
+	rt := runtime.New(p, reg, runtime.Options{Logger: log.Named("runtime"),
+		OrchestrationConcurrency: cfg.Orchestration, WorkerConcurrency: cfg.Workers})
+
+	var ready atomic.Bool
+	api, err := httpapi.New(rt.Client(), httpapi.Options{Orchestrations: reg, Ready: ready.Load, Logger: log.Named("http")})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: httpapi.DefaultMaxWait + 10*time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: zap.NewStdLog(log.Named("http"))}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("listening", zap.String("addr", ln.Addr().String()))
+	if h != nil && h.listening != nil {
+		h.listening(ln.Addr().String())
+	}
+
+	if err := rt.Start(); err != nil {
+		_ = srv.Close()
+		<-served
+		return fmt.Errorf("start the runtime: %w", err)
+	}
+	if ev := p.Engine(); ev != nil {
+		if err := ev.Join(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("joining dispatch failed; the first fetch joins", zap.Error(err))
+		}
+	}
+	if ctx.Err() == nil {
+		ready.Store(true)
+		log.Info("ready")
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		// The server stopped on its own: a listener failure.
+		ready.Store(false)
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.Grace)
+		defer cancel()
+		_ = rt.Shutdown(sctx)
+		return fmt.Errorf("HTTP server: %w", err)
+	}
+
+	// Stop: not ready, no new requests, in-flight work finishes or is
+	// abandoned within the grace period, the leases go to live replicas.
+	began := time.Now()
+	ready.Store(false)
+	log.Info("stopping", zap.Duration("grace", cfg.Grace))
+	gctx, cancel := context.WithTimeout(context.Background(), cfg.Grace)
+	defer cancel()
+	hctx, hcancel := context.WithTimeout(gctx, cfg.Grace/5)
+	if err := srv.Shutdown(hctx); err != nil {
+		_ = srv.Close() // requests still waiting (long status waits) are cut
+	}
+	hcancel()
+	<-served
+	var errs []error
+	if err := rt.Shutdown(gctx); err != nil {
+		errs = append(errs, fmt.Errorf("stop the runtime: %w", err))
+	}
+	providerClosed = true
+	if err := p.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close the provider: %w", err))
+	}
+	log.Info("stopped", zap.Duration("took", time.Since(began)))
+	return errors.Join(errs...)
+}
+
+// storeConfig returns the provider configuration: on Azure Cosmos DB when
+// cfg names an endpoint, else on an embedded cosmosemu that closeStore
+// stops.
+func storeConfig(ctx context.Context, cfg config, log *zap.Logger) (provider.Config, func() error, error) {
+	pcfg := provider.Config{Mode: cfg.Mode, Logger: log.Named("provider")}
+	if cfg.Mode == provider.ModeEventDriven {
+		eo := &engine.Options{ReplicaID: cfg.ReplicaID}
+		if cfg.PeerListen != "" {
+			eo.PeerWake = &engine.PeerWakeOptions{Listen: cfg.PeerListen, Advertise: cfg.PeerAdvertise}
+		}
+		pcfg.EventDriven = eo
+	}
+	if cfg.Endpoint != "" {
+		pcfg.Store = store.Options{Endpoint: cfg.Endpoint, Key: cfg.Key, Database: cfg.Database, Container: cfg.Container}
+		if cfg.Key == "" {
+			// Managed identity (AZURE_CLIENT_ID), workload identity, the
+			// Azure CLI...: whatever DefaultAzureCredential finds.
+			cred, err := azidentity.NewDefaultAzureCredential(nil)
+			if err != nil {
+				return provider.Config{}, nil, fmt.Errorf("the Entra ID credential: %w", err)
+			}
+			pcfg.Store.Credential = cred
+		}
+		return pcfg, func() error { return nil }, nil
+	}
+	emu, err := cosmosemu.Start(ctx, cosmosemu.Options{PartitionCount: 4, Logger: log.Named("cosmosemu")})
+	if err != nil {
+		return provider.Config{}, nil, fmt.Errorf("start the embedded cosmosemu: %w", err)
+	}
+	log.Info("no COSMOS_ENDPOINT: running on an embedded, in-memory cosmosemu (its data ends with the process)",
+		zap.String("endpoint", emu.Endpoint()))
+	pcfg.Store = store.Options{Endpoint: emu.Endpoint(), Key: emu.Key(), ClientOptions: emu.ClientOptions(),
+		Database: cfg.Database, Container: cfg.Container}
+	return pcfg, emu.Close, nil
+}

@@ -1,0 +1,641 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/durable/history"
+	"github.com/durafeed/durafeed/runtime"
+	"github.com/durafeed/durafeed/runtime/replay"
+)
+
+// Limits and defaults.
+const (
+	// DefaultMaxInputBytes is Options.MaxInputBytes' default: 1 MiB, half
+	// of Cosmos DB's 2 MB document limit, since the start message and the
+	// history event that carry an input embed it as an escaped string in
+	// a document of their own (the provider refuses, with nothing written,
+	// an input whose escaping still brings its document over 2 MB).
+	DefaultMaxInputBytes = 1 << 20
+	// MaxInstanceIDBytes is the longest instance id accepted, in UTF-8
+	// bytes (the Cosmos DB provider's limit).
+	MaxInstanceIDBytes = 1024
+	// MaxNameBytes is the longest orchestration or event name accepted.
+	MaxNameBytes = 1024
+	// MaxIdempotencyKeyBytes is the longest Idempotency-Key accepted (a
+	// request id's limit).
+	MaxIdempotencyKeyBytes = durable.MaxRequestIDBytes
+	// DefaultMaxWait is Options.MaxWait's default.
+	DefaultMaxWait = time.Minute
+	// DefaultPageSize and MaxPageSize bound a list page.
+	DefaultPageSize = 100
+	MaxPageSize     = 1000
+	// envelopeBytes is what a request body may hold beside its input.
+	envelopeBytes = 64 << 10
+)
+
+// Options configures the API. Orchestrations is required.
+type Options struct {
+	// Orchestrations resolves orchestration names (a *runtime.Registry): a
+	// start naming one it does not know is refused with 400.
+	Orchestrations replay.Resolver
+	// Ready reports readiness for /readyz (nil: always ready).
+	Ready func() bool
+	// MaxInputBytes bounds an orchestration input or event payload
+	// (default DefaultMaxInputBytes); a request body may hold 64 KiB more.
+	MaxInputBytes int
+	// MaxWait bounds a status request's wait parameter (default
+	// DefaultMaxWait).
+	MaxWait time.Duration
+	// Logger receives request logs at Debug (no payloads; default none).
+	Logger *zap.Logger
+}
+
+// api is the handler's state: the client and the options, read-only.
+type api struct {
+	c    *runtime.Client
+	o    Options
+	log  *zap.Logger
+	mux  *http.ServeMux
+	body int64
+}
+
+// New returns the API's handler over c.
+func New(c *runtime.Client, o Options) (http.Handler, error) {
+	if c == nil || o.Orchestrations == nil {
+		return nil, errors.New("httpapi: a client and Options.Orchestrations are required")
+	}
+	if o.MaxInputBytes <= 0 {
+		o.MaxInputBytes = DefaultMaxInputBytes
+	}
+	if o.MaxWait <= 0 {
+		o.MaxWait = DefaultMaxWait
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	a := &api{c: c, o: o, log: o.Logger, mux: http.NewServeMux(), body: int64(o.MaxInputBytes) + envelopeBytes}
+	a.mux.HandleFunc("POST /v1/instances", a.start)
+	a.mux.HandleFunc("GET /v1/instances", a.list)
+	a.mux.HandleFunc("GET /v1/instances/{id}", a.status)
+	a.mux.HandleFunc("DELETE /v1/instances/{id}", a.remove)
+	a.mux.HandleFunc("POST /v1/instances/{id}/events/{name}", a.raise)
+	a.mux.HandleFunc("POST /v1/instances/{id}/cancel", a.cancel)
+	a.mux.HandleFunc("/", a.noRoute)
+	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	a.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if o.Ready != nil && !o.Ready() {
+			writeError(w, apiError{status: http.StatusServiceUnavailable, Code: "not_ready", Message: "the replica is not ready"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	return a, nil
+}
+
+// noRoute answers a request no route takes: 405 with Allow when the
+// path has routes for other methods, else 404.
+func (a *api) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := a.mux.Handler(probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, apiError{status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+			Message: fmt.Sprintf("%s is not allowed here; allowed: %s", r.Method, strings.Join(allow, ", "))})
+		return
+	}
+	writeError(w, apiError{status: http.StatusNotFound, Code: "no_route", Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
+}
+
+// ServeHTTP implements http.Handler: the routes, with the body limit and
+// a request log.
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	r.Body = http.MaxBytesReader(w, r.Body, a.body)
+	rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	a.mux.ServeHTTP(rw, r)
+	a.log.Debug("request", zap.String("method", r.Method), zap.String("route", r.Pattern),
+		zap.Int("status", rw.status), zap.Duration("took", time.Since(start)))
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// StartRequest is the body of POST /v1/instances.
+type StartRequest struct {
+	// Name is the orchestration's registered name.
+	Name string `json:"name"`
+	// Input is the orchestration's JSON input (absent: null).
+	Input json.RawMessage `json:"input,omitempty"`
+	// InstanceID names the instance (absent: a new UUID).
+	InstanceID string `json:"instanceId,omitempty"`
+	// Version selects a registered version (absent: the highest).
+	Version string `json:"version,omitempty"`
+}
+
+// StartResponse is the answer to a start (201).
+type StartResponse struct {
+	InstanceID string `json:"instanceId"`
+}
+
+// InstanceStatus is an instance's status (GET /v1/instances/{id}, and the
+// body of a 409 about an existing instance).
+type InstanceStatus struct {
+	InstanceID  string `json:"instanceId"`
+	Name        string `json:"name,omitempty"`
+	Version     string `json:"version,omitempty"`
+	State       string `json:"state"`
+	ExecutionID uint64 `json:"executionId,omitempty"`
+	// Output is the JSON output of a completed instance.
+	Output json.RawMessage `json:"output,omitempty"`
+	// Failure describes a failed instance.
+	Failure *history.ErrorDetails `json:"failure,omitempty"`
+	// CustomStatus is the last custom status set (absent: none).
+	CustomStatus *string `json:"customStatus,omitempty"`
+}
+
+// ListResponse is a page of GET /v1/instances.
+type ListResponse struct {
+	Instances []InstanceSummary `json:"instances"`
+	// ContinuationToken asks for the next page (absent: the last page).
+	ContinuationToken string `json:"continuationToken,omitempty"`
+}
+
+// InstanceSummary is one listed instance.
+type InstanceSummary struct {
+	InstanceID string    `json:"instanceId"`
+	Name       string    `json:"name"`
+	Version    string    `json:"version"`
+	Status     string    `json:"status"`
+	CreatedAt  time.Time `json:"createdAt"`
+	UpdatedAt  time.Time `json:"updatedAt"`
+	ParentID   string    `json:"parentInstanceId,omitempty"`
+}
+
+// DeleteResponse is the answer to a delete.
+type DeleteResponse struct {
+	InstancesDeleted     uint64 `json:"instancesDeleted"`
+	ExecutionsDeleted    uint64 `json:"executionsDeleted"`
+	EventsDeleted        uint64 `json:"eventsDeleted"`
+	QueueMessagesDeleted uint64 `json:"queueMessagesDeleted"`
+}
+
+func (a *api) start(w http.ResponseWriter, r *http.Request) {
+	var req StartRequest
+	if e := a.decode(r, &req); e != nil {
+		writeError(w, *e)
+		return
+	}
+	if req.Name == "" || len(req.Name) > MaxNameBytes || !utf8.ValidString(req.Name) {
+		writeError(w, badRequest("invalid_name", "name must be 1 to %d bytes of UTF-8", MaxNameBytes))
+		return
+	}
+	if _, _, ok := a.o.Orchestrations.ResolveOrchestration(req.Name, req.Version); !ok {
+		msg := fmt.Sprintf("no orchestration %q is registered", req.Name)
+		if req.Version != "" {
+			msg = fmt.Sprintf("no orchestration %q is registered at version %q", req.Name, req.Version)
+		}
+		writeError(w, apiError{status: http.StatusBadRequest, Code: "unknown_orchestration", Message: msg})
+		return
+	}
+	if req.InstanceID == "" {
+		req.InstanceID = uuid.NewString()
+	} else if e := checkID(req.InstanceID); e != nil {
+		writeError(w, *e)
+		return
+	}
+	input := "null"
+	if len(req.Input) > 0 {
+		input = string(req.Input)
+	}
+	if len(input) > a.o.MaxInputBytes {
+		writeError(w, apiError{status: http.StatusBadRequest, Code: "input_too_large",
+			Message: fmt.Sprintf("input is %d bytes, over the limit of %d", len(input), a.o.MaxInputBytes), Limit: a.o.MaxInputBytes})
+		return
+	}
+	opts, e := callOptions(r)
+	if e != nil {
+		writeError(w, *e)
+		return
+	}
+	if req.Version != "" {
+		opts = append(opts, runtime.WithStartVersion(req.Version))
+	}
+	st, err := a.c.GetStatus(r.Context(), req.InstanceID)
+	if err != nil {
+		writeError(w, providerError(err))
+		return
+	}
+	if st.State != runtime.StateNotFound {
+		body := a.describe(r.Context(), st)
+		writeJSON(w, http.StatusConflict, struct {
+			Error  apiError       `json:"error"`
+			Status InstanceStatus `json:"status"`
+		}{apiError{Code: "instance_exists", Message: fmt.Sprintf("instance %q exists", req.InstanceID)}, body})
+		return
+	}
+	if err := a.c.StartOrchestrationRaw(r.Context(), req.InstanceID, req.Name, input, opts...); err != nil {
+		writeError(w, providerError(err))
+		return
+	}
+	w.Header().Set("Location", "/v1/instances/"+url.PathEscape(req.InstanceID))
+	writeJSON(w, http.StatusCreated, StartResponse{InstanceID: req.InstanceID})
+}
+
+func (a *api) status(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if e := checkID(id); e != nil {
+		writeError(w, *e)
+		return
+	}
+	var wait time.Duration
+	if s := r.URL.Query().Get("wait"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			writeError(w, badRequest("invalid_wait", "wait must be a non-negative duration such as 30s"))
+			return
+		}
+		wait = min(d, a.o.MaxWait)
+	}
+	st, err := a.c.GetStatus(r.Context(), id)
+	// A wait covers an instance whose start is queued but whose first
+	// turn has not run yet (not found until then).
+	if err == nil && wait > 0 && !st.State.IsTerminal() {
+		ctx, cancel := context.WithTimeout(r.Context(), wait)
+		done, werr := a.c.WaitForOrchestration(ctx, id)
+		cancel()
+		switch {
+		case werr == nil:
+			st = done
+		case errors.Is(werr, context.DeadlineExceeded) && r.Context().Err() == nil:
+			st, err = a.c.GetStatus(r.Context(), id) // still running: as it is now
+		default:
+			err = werr
+		}
+	}
+	if err != nil {
+		writeError(w, providerError(err))
+		return
+	}
+	if st.State == runtime.StateNotFound {
+		writeError(w, notFound(id))
+		return
+	}
+	writeJSON(w, http.StatusOK, a.describe(r.Context(), st))
+}
+
+func (a *api) raise(w http.ResponseWriter, r *http.Request) {
+	id, name := r.PathValue("id"), r.PathValue("name")
+	if e := checkID(id); e != nil {
+		writeError(w, *e)
+		return
+	}
+	if name == "" || len(name) > MaxNameBytes || !utf8.ValidString(name) {
+		writeError(w, badRequest("invalid_name", "the event name must be 1 to %d bytes of UTF-8", MaxNameBytes))
+		return
+	}
+	data, e := a.readPayload(r)
+	if e != nil {
+		writeError(w, *e)
+		return
+	}
+	a.accept(w, r, id, func(ctx context.Context, opts []runtime.CallOption) error {
+		return a.c.RaiseEventRaw(ctx, id, name, data, opts...)
+	})
+}
+
+// CancelRequest is the optional body of a cancel.
+type CancelRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if e := checkID(id); e != nil {
+		writeError(w, *e)
+		return
+	}
+	var req CancelRequest
+	if e := a.decodeOptional(r, &req); e != nil {
+		writeError(w, *e)
+		return
+	}
+	if len(req.Reason) > a.o.MaxInputBytes || !utf8.ValidString(req.Reason) {
+		writeError(w, badRequest("invalid_reason", "the reason must be valid UTF-8 of at most %d bytes", a.o.MaxInputBytes))
+		return
+	}
+	a.accept(w, r, id, func(ctx context.Context, opts []runtime.CallOption) error {
+		return a.c.CancelInstance(ctx, id, req.Reason, opts...)
+	})
+}
+
+// accept makes call, with the request's call options, on an instance
+// that runs, and answers 202 (or 404 or 409: running).
+func (a *api) accept(w http.ResponseWriter, r *http.Request, id string, call func(context.Context, []runtime.CallOption) error) {
+	opts, e := callOptions(r)
+	if e != nil {
+		writeError(w, *e)
+		return
+	}
+	if !a.running(w, r, id) {
+		return
+	}
+	if err := call(r.Context(), opts); err != nil {
+		writeError(w, providerError(err))
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// running answers 404 or 409 and reports false unless the instance runs.
+func (a *api) running(w http.ResponseWriter, r *http.Request, id string) bool {
+	st, err := a.c.GetStatus(r.Context(), id)
+	switch {
+	case err != nil:
+		writeError(w, providerError(err))
+	case st.State == runtime.StateNotFound:
+		writeError(w, notFound(id))
+	case st.State.IsTerminal():
+		writeJSON(w, http.StatusConflict, struct {
+			Error  apiError       `json:"error"`
+			Status InstanceStatus `json:"status"`
+		}{apiError{Code: "instance_ended", Message: fmt.Sprintf("instance %q has ended", id)}, a.describe(r.Context(), st)})
+	default:
+		return true
+	}
+	return false
+}
+
+// listToken is a list page's position: the offset of the next id in the
+// listing and the id before it, which finds the place again when
+// instances were created or deleted meanwhile.
+type listToken struct {
+	Offset int    `json:"o"`
+	After  string `json:"a"`
+}
+
+func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	admin, ok := a.admin(w)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	size := DefaultPageSize
+	if s := q.Get("pageSize"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxPageSize {
+			writeError(w, badRequest("invalid_page_size", "pageSize must be 1 to %d", MaxPageSize))
+			return
+		}
+		size = n
+	}
+	var tok listToken
+	if s := q.Get("continuationToken"); s != "" {
+		b, err := base64.RawURLEncoding.DecodeString(s)
+		if err != nil || json.Unmarshal(b, &tok) != nil || tok.Offset < 0 {
+			writeError(w, badRequest("invalid_continuation_token", "continuationToken is not one this API issued"))
+			return
+		}
+	}
+	var (
+		ids []string
+		err error
+	)
+	switch s := durable.Status(q.Get("status")); s {
+	case "":
+		ids, err = admin.ListInstances(r.Context())
+	case durable.StatusRunning, durable.StatusCompleted, durable.StatusFailed, durable.StatusContinuedAsNew:
+		ids, err = admin.ListInstancesByStatus(r.Context(), s)
+	default:
+		writeError(w, badRequest("invalid_status", "status must be Running, Completed, Failed or ContinuedAsNew"))
+		return
+	}
+	if err != nil {
+		writeError(w, providerError(err))
+		return
+	}
+	from := min(tok.Offset, len(ids))
+	if tok.After != "" && (from == 0 || ids[from-1] != tok.After) {
+		for i, id := range ids {
+			if id == tok.After {
+				from = i + 1
+				break
+			}
+		}
+	}
+	to := min(from+size, len(ids))
+	resp := ListResponse{Instances: []InstanceSummary{}}
+	for _, id := range ids[from:to] {
+		info, err := admin.GetInstanceInfo(r.Context(), id)
+		if err != nil {
+			if durable.IsRetryable(err) {
+				writeError(w, providerError(err))
+				return
+			}
+			continue // deleted meanwhile
+		}
+		resp.Instances = append(resp.Instances, InstanceSummary{InstanceID: id, Name: info.OrchestrationName,
+			Version: info.OrchestrationVersion, Status: string(info.Status), CreatedAt: info.CreatedAt, UpdatedAt: info.UpdatedAt,
+			ParentID: info.ParentInstanceID})
+	}
+	if to < len(ids) {
+		b, _ := json.Marshal(listToken{Offset: to, After: ids[to-1]})
+		resp.ContinuationToken = base64.RawURLEncoding.EncodeToString(b)
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (a *api) remove(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if e := checkID(id); e != nil {
+		writeError(w, *e)
+		return
+	}
+	force := false
+	if s := r.URL.Query().Get("force"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			writeError(w, badRequest("invalid_force", "force must be true or false"))
+			return
+		}
+		force = b
+	}
+	admin, ok := a.admin(w)
+	if !ok {
+		return
+	}
+	st, err := a.c.GetStatus(r.Context(), id)
+	if err != nil {
+		writeError(w, providerError(err))
+		return
+	}
+	if st.State == runtime.StateNotFound {
+		writeError(w, notFound(id))
+		return
+	}
+	info, err := admin.GetInstanceInfo(r.Context(), id)
+	if err != nil {
+		writeError(w, providerError(err))
+		return
+	}
+	switch {
+	case info.ParentInstanceID != "":
+		writeError(w, apiError{status: http.StatusConflict, Code: "sub_orchestration",
+			Message: fmt.Sprintf("instance %q is a sub-orchestration of %q: delete its root", id, info.ParentInstanceID)})
+		return
+	case !force && !st.State.IsTerminal():
+		writeError(w, apiError{status: http.StatusConflict, Code: "instance_running",
+			Message: fmt.Sprintf("instance %q is running: cancel it first, or delete with force=true", id)})
+		return
+	}
+	res, err := admin.DeleteInstance(r.Context(), id, force)
+	if err != nil {
+		writeError(w, providerError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, DeleteResponse{InstancesDeleted: res.InstancesDeleted, ExecutionsDeleted: res.ExecutionsDeleted,
+		EventsDeleted: res.EventsDeleted, QueueMessagesDeleted: res.QueueMessagesDeleted})
+}
+
+// admin returns the provider's admin capability, or answers 501.
+func (a *api) admin(w http.ResponseWriter) (durable.ProviderAdmin, bool) {
+	admin, ok := a.c.Provider().Admin()
+	if !ok {
+		writeError(w, apiError{status: http.StatusNotImplemented, Code: "no_admin", Message: "the provider has no admin capability"})
+	}
+	return admin, ok
+}
+
+// describe turns a status into its JSON form, with the custom status.
+func (a *api) describe(ctx context.Context, st runtime.Status) InstanceStatus {
+	out := InstanceStatus{InstanceID: st.Instance, Name: st.Name, Version: st.Version, State: string(st.State),
+		ExecutionID: st.ExecutionID, Failure: st.Failure}
+	if st.State == runtime.StateCompleted {
+		if json.Valid([]byte(st.Output)) {
+			out.Output = json.RawMessage(st.Output)
+		} else {
+			b, _ := json.Marshal(st.Output) // a raw output that is not JSON, as a string
+			out.Output = b
+		}
+	}
+	if cs, err := a.c.GetCustomStatus(ctx, st.Instance, 0); err == nil && cs != nil {
+		out.CustomStatus = cs.Status
+	}
+	return out
+}
+
+// decode reads a required JSON body into v, refusing unknown fields.
+func (a *api) decode(r *http.Request, v any) *apiError {
+	b, err := readAll(r)
+	if err != nil {
+		return bodyError(err)
+	}
+	return decodeBytes(b, v)
+}
+
+// decodeOptional is decode for a body that may be empty.
+func (a *api) decodeOptional(r *http.Request, v any) *apiError {
+	b, err := readAll(r)
+	if err != nil {
+		return bodyError(err)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	return decodeBytes(b, v)
+}
+
+// decodeBytes decodes one JSON value into v, refusing unknown fields.
+func decodeBytes(b []byte, v any) *apiError {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return bodyError(err)
+	}
+	if dec.More() {
+		return ptr(badRequest("bad_json", "the body holds more than one JSON value"))
+	}
+	return nil
+}
+
+// readPayload reads a body that is a JSON value of at most MaxInputBytes
+// (empty: null).
+func (a *api) readPayload(r *http.Request) (string, *apiError) {
+	b, err := readAll(r)
+	if err != nil {
+		return "", bodyError(err)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "null", nil
+	}
+	if !json.Valid([]byte(s)) {
+		return "", ptr(badRequest("bad_json", "the body is not one JSON value"))
+	}
+	if len(s) > a.o.MaxInputBytes {
+		return "", &apiError{status: http.StatusBadRequest, Code: "input_too_large",
+			Message: fmt.Sprintf("the payload is %d bytes, over the limit of %d", len(s), a.o.MaxInputBytes), Limit: a.o.MaxInputBytes}
+	}
+	return s, nil
+}
+
+func readAll(r *http.Request) ([]byte, error) { return io.ReadAll(r.Body) }
+
+// callOptions reads the Idempotency-Key header.
+func callOptions(r *http.Request) ([]runtime.CallOption, *apiError) {
+	k := r.Header.Get("Idempotency-Key")
+	if k == "" {
+		return nil, nil
+	}
+	if len(k) > MaxIdempotencyKeyBytes || !utf8.ValidString(k) {
+		return nil, ptr(badRequest("invalid_idempotency_key", "Idempotency-Key must be UTF-8 of at most %d bytes", MaxIdempotencyKeyBytes))
+	}
+	return []runtime.CallOption{runtime.WithRequestID(k)}, nil
+}
+
+// checkID validates an instance id: 1 to MaxInstanceIDBytes bytes of
+// UTF-8 without control characters.
+func checkID(id string) *apiError {
+	switch {
+	case id == "" || len(id) > MaxInstanceIDBytes:
+		return ptr(badRequest("invalid_instance_id", "an instance id is 1 to %d bytes", MaxInstanceIDBytes))
+	case !utf8.ValidString(id):
+		return ptr(badRequest("invalid_instance_id", "an instance id must be valid UTF-8"))
+	case strings.IndexFunc(id, unicode.IsControl) >= 0:
+		return ptr(badRequest("invalid_instance_id", "an instance id must not hold control characters"))
+	}
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,420 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/httpapi"
+	"github.com/durafeed/durafeed/internal/memprovider"
+	"github.com/durafeed/durafeed/runtime"
+	"github.com/durafeed/durafeed/runtime/runtimetest"
+)
+
+// hang bounds waits that only catch hangs.
+const hang = 30 * time.Second
+
+// fixture is the API over a runtime on the in-memory provider, served by
+// an httptest server. Orchestrations: Echo returns its input, Wait
+// returns the data of its "go" event, Fail fails.
+type fixture struct {
+	srv   *httptest.Server
+	p     durable.Provider
+	ready atomic.Bool
+}
+
+func newFixture(t *testing.T, mutate func(*httpapi.Options)) *fixture {
+	t.Helper()
+	reg := runtime.NewRegistry()
+	runtime.RegisterOrchestration(reg, "Echo", func(ctx *runtime.OrchestrationContext, in json.RawMessage) (json.RawMessage, error) {
+		return in, nil
+	})
+	runtime.RegisterOrchestration(reg, "Wait", func(ctx *runtime.OrchestrationContext, _ json.RawMessage) (json.RawMessage, error) {
+		var out json.RawMessage
+		err := ctx.WaitForEvent("go").Await(&out)
+		return out, err
+	})
+	runtime.RegisterOrchestration(reg, "Fail", func(ctx *runtime.OrchestrationContext, _ json.RawMessage) (json.RawMessage, error) {
+		return nil, errors.New("failed on purpose")
+	})
+	f := &fixture{p: memprovider.NewStore().Open()}
+	f.ready.Store(true)
+	rt := runtime.New(f.p, reg, runtimetest.FastOptions(t))
+	require.NoError(t, rt.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = rt.Shutdown(ctx)
+	})
+	o := httpapi.Options{Orchestrations: reg, Ready: f.ready.Load, MaxInputBytes: 1000}
+	if mutate != nil {
+		mutate(&o)
+	}
+	h, err := httpapi.New(rt.Client(), o)
+	require.NoError(t, err)
+	f.srv = httptest.NewServer(h)
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// answer is a decoded response.
+type answer struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    string
+}
+
+// code returns the error code of an error answer.
+func (a answer) code() string {
+	e, _ := a.body["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
+}
+
+func (f *fixture) do(t *testing.T, method, path, body string, header ...string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
+	require.NoError(t, err)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	a := answer{status: resp.StatusCode, header: resp.Header, raw: string(b)}
+	if len(bytes.TrimSpace(b)) > 0 {
+		require.NoError(t, json.Unmarshal(b, &a.body), "a JSON body: %s", b)
+		require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	}
+	return a
+}
+
+// nothingWritten checks that the store holds no instance and no message.
+func (f *fixture) nothingWritten(t *testing.T) {
+	t.Helper()
+	admin, _ := f.p.Admin()
+	ids, err := admin.ListInstances(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, ids)
+	d, err := admin.GetQueueDepths(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, durable.QueueDepths{}, d)
+}
+
+// running waits until the instance's first turn has run.
+func (f *fixture) running(t *testing.T, id string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		a := f.do(t, "GET", "/v1/instances/"+id, "")
+		return a.status == http.StatusOK && a.body["state"] == "Running"
+	}, hang, 5*time.Millisecond)
+}
+
+func TestStartAndStatus(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	a := f.do(t, "POST", "/v1/instances", `{"name":"Echo","input":{"a":[1,2]},"instanceId":"e/1"}`)
+	require.Equal(t, http.StatusCreated, a.status, a.raw)
+	require.Equal(t, "e/1", a.body["instanceId"])
+	require.Equal(t, "/v1/instances/e%2F1", a.header.Get("Location"))
+
+	a = f.do(t, "GET", "/v1/instances/e%2F1?wait=20s", "")
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	require.Equal(t, "Completed", a.body["state"])
+	require.Equal(t, "Echo", a.body["name"])
+	require.Equal(t, map[string]any{"a": []any{1.0, 2.0}}, a.body["output"])
+
+	// Without an id, one is made.
+	a = f.do(t, "POST", "/v1/instances", `{"name":"Echo"}`)
+	require.Equal(t, http.StatusCreated, a.status, a.raw)
+	id, _ := a.body["instanceId"].(string)
+	require.Len(t, id, 36)
+	a = f.do(t, "GET", "/v1/instances/"+id+"?wait=20s", "")
+	require.Equal(t, "Completed", a.body["state"])
+	require.Nil(t, a.body["output"], "a null output")
+
+	// A failure is structured.
+	require.Equal(t, http.StatusCreated, f.do(t, "POST", "/v1/instances", `{"name":"Fail","instanceId":"f"}`).status)
+	a = f.do(t, "GET", "/v1/instances/f?wait=20s", "")
+	require.Equal(t, "Failed", a.body["state"])
+	failure, _ := a.body["failure"].(map[string]any)
+	require.Equal(t, "application", failure["category"])
+	require.Contains(t, failure["message"], "failed on purpose")
+}
+
+func TestStartExistingInstanceConflicts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	require.Equal(t, http.StatusCreated, f.do(t, "POST", "/v1/instances", `{"name":"Wait","instanceId":"w"}`).status)
+	f.running(t, "w")
+	a := f.do(t, "POST", "/v1/instances", `{"name":"Echo","instanceId":"w","input":1}`)
+	require.Equal(t, http.StatusConflict, a.status, a.raw)
+	require.Equal(t, "instance_exists", a.code())
+	st, _ := a.body["status"].(map[string]any)
+	require.Equal(t, "Running", st["state"])
+	require.Equal(t, "Wait", st["name"])
+}
+
+func TestStatusOfUnknownAndInvalid(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	for _, tc := range []struct {
+		path   string
+		status int
+		code   string
+	}{
+		{"/v1/instances/nobody", http.StatusNotFound, "instance_not_found"},
+		{"/v1/instances/" + strings.Repeat("x", httpapi.MaxInstanceIDBytes+1), http.StatusBadRequest, "invalid_instance_id"},
+		{"/v1/instances/a%01b", http.StatusBadRequest, "invalid_instance_id"},
+		{"/v1/instances/a%FFb", http.StatusBadRequest, "invalid_instance_id"},
+		{"/v1/instances/nobody?wait=soon", http.StatusBadRequest, "invalid_wait"},
+	} {
+		a := f.do(t, "GET", tc.path, "")
+		require.Equal(t, tc.status, a.status, "%s: %s", tc.path, a.raw)
+		require.Equal(t, tc.code, a.code(), tc.path)
+	}
+}
+
+// TestBadStartsChangeNothing: every refused start answers its status and
+// error code, and leaves the store empty.
+func TestBadStartsChangeNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	for _, tc := range []struct {
+		name, body string
+		header     []string
+		status     int
+		code       string
+		limit      float64
+	}{
+		{"malformed JSON", `{"name":`, nil, http.StatusBadRequest, "bad_json", 0},
+		{"not an object", `[1]`, nil, http.StatusBadRequest, "bad_json", 0},
+		{"unknown field", `{"name":"Echo","inptu":1}`, nil, http.StatusBadRequest, "bad_json", 0},
+		{"two values", `{"name":"Echo"} {}`, nil, http.StatusBadRequest, "bad_json", 0},
+		{"no name", `{"input":1}`, nil, http.StatusBadRequest, "invalid_name", 0},
+		{"unknown orchestration", `{"name":"Nope"}`, nil, http.StatusBadRequest, "unknown_orchestration", 0},
+		{"unknown version", `{"name":"Echo","version":"9.9.9"}`, nil, http.StatusBadRequest, "unknown_orchestration", 0},
+		{"control character in id", `{"name":"Echo","instanceId":"a\u0007b"}`, nil, http.StatusBadRequest, "invalid_instance_id", 0},
+		{"id too long", `{"name":"Echo","instanceId":"` + strings.Repeat("i", httpapi.MaxInstanceIDBytes+1) + `"}`, nil, http.StatusBadRequest, "invalid_instance_id", 0},
+		{"input over the limit", `{"name":"Echo","input":"` + strings.Repeat("x", 1000) + `"}`, nil, http.StatusBadRequest, "input_too_large", 1000},
+		{"body over the limit", `{"name":"Echo","input":"` + strings.Repeat("x", 70_000) + `"}`, nil, http.StatusRequestEntityTooLarge, "body_too_large", 1000 + 64<<10},
+		{"idempotency key too long", `{"name":"Echo"}`, []string{"Idempotency-Key", strings.Repeat("k", httpapi.MaxIdempotencyKeyBytes+1)}, http.StatusBadRequest, "invalid_idempotency_key", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := f.do(t, "POST", "/v1/instances", tc.body, tc.header...)
+			require.Equal(t, tc.status, a.status, a.raw)
+			require.Equal(t, tc.code, a.code())
+			e, _ := a.body["error"].(map[string]any)
+			require.NotEmpty(t, e["message"])
+			if tc.limit > 0 {
+				require.Equal(t, tc.limit, e["limit"], "the limit is stated")
+			}
+		})
+	}
+	f.nothingWritten(t)
+}
+
+func TestIdempotentStart(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	body := `{"name":"Echo","instanceId":"idem","input":7}`
+	a := f.do(t, "POST", "/v1/instances", body, "Idempotency-Key", "req-1")
+	require.Equal(t, http.StatusCreated, a.status, a.raw)
+	a = f.do(t, "GET", "/v1/instances/idem?wait=20s", "")
+	require.Equal(t, 7.0, a.body["output"])
+	// The resend finds the instance: 409 with its status, nothing started twice.
+	a = f.do(t, "POST", "/v1/instances", body, "Idempotency-Key", "req-1")
+	require.Equal(t, http.StatusConflict, a.status)
+	admin, _ := f.p.Admin()
+	execs, err := admin.ListExecutions(context.Background(), "idem")
+	require.NoError(t, err)
+	require.Equal(t, []uint64{1}, execs)
+}
+
+func TestRaiseEvent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	require.Equal(t, http.StatusCreated, f.do(t, "POST", "/v1/instances", `{"name":"Wait","instanceId":"r"}`).status)
+	f.running(t, "r")
+	for _, tc := range []struct {
+		name, path, body string
+		status           int
+		code             string
+	}{
+		{"unknown instance", "/v1/instances/nobody/events/go", `1`, http.StatusNotFound, "instance_not_found"},
+		{"malformed data", "/v1/instances/r/events/go", `{`, http.StatusBadRequest, "bad_json"},
+		{"data over the limit", "/v1/instances/r/events/go", `"` + strings.Repeat("d", 1000) + `"`, http.StatusBadRequest, "input_too_large"},
+		{"invalid id", "/v1/instances/a%02/events/go", `1`, http.StatusBadRequest, "invalid_instance_id"},
+	} {
+		a := f.do(t, "POST", tc.path, tc.body)
+		require.Equal(t, tc.status, a.status, "%s: %s", tc.name, a.raw)
+		require.Equal(t, tc.code, a.code(), tc.name)
+	}
+	a := f.do(t, "GET", "/v1/instances/r", "")
+	require.Equal(t, "Running", a.body["state"], "no refused event reached it")
+
+	a = f.do(t, "POST", "/v1/instances/r/events/go", `{"ok":true}`)
+	require.Equal(t, http.StatusAccepted, a.status, a.raw)
+	a = f.do(t, "GET", "/v1/instances/r?wait=20s", "")
+	require.Equal(t, "Completed", a.body["state"])
+	require.Equal(t, map[string]any{"ok": true}, a.body["output"])
+
+	a = f.do(t, "POST", "/v1/instances/r/events/go", `1`)
+	require.Equal(t, http.StatusConflict, a.status)
+	require.Equal(t, "instance_ended", a.code())
+}
+
+func TestCancel(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	require.Equal(t, http.StatusCreated, f.do(t, "POST", "/v1/instances", `{"name":"Wait","instanceId":"c"}`).status)
+	f.running(t, "c")
+	for _, tc := range []struct {
+		name, path, body string
+		status           int
+		code             string
+	}{
+		{"unknown instance", "/v1/instances/nobody/cancel", ``, http.StatusNotFound, "instance_not_found"},
+		{"malformed body", "/v1/instances/c/cancel", `{"reason":`, http.StatusBadRequest, "bad_json"},
+		{"unknown field", "/v1/instances/c/cancel", `{"why":"x"}`, http.StatusBadRequest, "bad_json"},
+	} {
+		a := f.do(t, "POST", tc.path, tc.body)
+		require.Equal(t, tc.status, a.status, "%s: %s", tc.name, a.raw)
+		require.Equal(t, tc.code, a.code(), tc.name)
+	}
+	require.Equal(t, "Running", f.do(t, "GET", "/v1/instances/c", "").body["state"])
+
+	a := f.do(t, "POST", "/v1/instances/c/cancel", `{"reason":"no longer needed"}`)
+	require.Equal(t, http.StatusAccepted, a.status, a.raw)
+	a = f.do(t, "GET", "/v1/instances/c?wait=20s", "")
+	require.Equal(t, "Failed", a.body["state"])
+	require.Contains(t, a.raw, "no longer needed")
+
+	a = f.do(t, "POST", "/v1/instances/c/cancel", ``)
+	require.Equal(t, http.StatusConflict, a.status)
+	require.Equal(t, "instance_ended", a.code())
+}
+
+func TestList(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	want := map[string]bool{}
+	for _, id := range []string{"l1", "l2", "l3", "l4", "l5"} {
+		require.Equal(t, http.StatusCreated, f.do(t, "POST", "/v1/instances", `{"name":"Echo","instanceId":"`+id+`"}`).status)
+		require.Equal(t, "Completed", f.do(t, "GET", "/v1/instances/"+id+"?wait=20s", "").body["state"])
+		want[id] = true
+	}
+	require.Equal(t, http.StatusCreated, f.do(t, "POST", "/v1/instances", `{"name":"Wait","instanceId":"l6"}`).status)
+	f.running(t, "l6")
+
+	got := map[string]bool{}
+	token, pages := "", 0
+	for {
+		a := f.do(t, "GET", "/v1/instances?status=Completed&pageSize=2&continuationToken="+token, "")
+		require.Equal(t, http.StatusOK, a.status, a.raw)
+		list, _ := a.body["instances"].([]any)
+		require.LessOrEqual(t, len(list), 2)
+		for _, it := range list {
+			m := it.(map[string]any)
+			require.Equal(t, "Completed", m["status"])
+			require.Equal(t, "Echo", m["name"])
+			require.False(t, got[m["instanceId"].(string)], "listed once")
+			got[m["instanceId"].(string)] = true
+		}
+		pages++
+		token, _ = a.body["continuationToken"].(string)
+		if token == "" {
+			break
+		}
+	}
+	require.Equal(t, want, got)
+	require.Equal(t, 3, pages)
+
+	a := f.do(t, "GET", "/v1/instances", "")
+	require.Len(t, a.body["instances"], 6)
+	a = f.do(t, "GET", "/v1/instances?status=Running", "")
+	require.Len(t, a.body["instances"], 1)
+
+	for _, q := range []struct{ query, code string }{
+		{"status=Sleeping", "invalid_status"},
+		{"pageSize=0", "invalid_page_size"},
+		{"pageSize=1001", "invalid_page_size"},
+		{"continuationToken=%21%21", "invalid_continuation_token"},
+	} {
+		a := f.do(t, "GET", "/v1/instances?"+q.query, "")
+		require.Equal(t, http.StatusBadRequest, a.status, q.query)
+		require.Equal(t, q.code, a.code(), q.query)
+	}
+}
+
+func TestDelete(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	require.Equal(t, http.StatusCreated, f.do(t, "POST", "/v1/instances", `{"name":"Echo","instanceId":"d1"}`).status)
+	require.Equal(t, "Completed", f.do(t, "GET", "/v1/instances/d1?wait=20s", "").body["state"])
+	require.Equal(t, http.StatusCreated, f.do(t, "POST", "/v1/instances", `{"name":"Wait","instanceId":"d2"}`).status)
+	f.running(t, "d2")
+
+	for _, tc := range []struct {
+		name, path string
+		status     int
+		code       string
+	}{
+		{"unknown", "/v1/instances/nobody", http.StatusNotFound, "instance_not_found"},
+		{"running, not forced", "/v1/instances/d2", http.StatusConflict, "instance_running"},
+		{"bad force", "/v1/instances/d2?force=maybe", http.StatusBadRequest, "invalid_force"},
+	} {
+		a := f.do(t, "DELETE", tc.path, "")
+		require.Equal(t, tc.status, a.status, "%s: %s", tc.name, a.raw)
+		require.Equal(t, tc.code, a.code(), tc.name)
+	}
+	require.Equal(t, "Running", f.do(t, "GET", "/v1/instances/d2", "").body["state"], "still there")
+
+	a := f.do(t, "DELETE", "/v1/instances/d1", "")
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	require.Equal(t, 1.0, a.body["instancesDeleted"])
+	require.Equal(t, http.StatusNotFound, f.do(t, "GET", "/v1/instances/d1", "").status)
+
+	a = f.do(t, "DELETE", "/v1/instances/d2?force=true", "")
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	require.Equal(t, http.StatusNotFound, f.do(t, "GET", "/v1/instances/d2", "").status)
+}
+
+func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	require.Equal(t, http.StatusOK, f.do(t, "GET", "/healthz", "").status)
+	require.Equal(t, http.StatusOK, f.do(t, "GET", "/readyz", "").status)
+	f.ready.Store(false)
+	a := f.do(t, "GET", "/readyz", "")
+	require.Equal(t, http.StatusServiceUnavailable, a.status)
+	require.Equal(t, "not_ready", a.code())
+	require.Equal(t, http.StatusOK, f.do(t, "GET", "/healthz", "").status, "alive while not ready")
+	a = f.do(t, "POST", "/healthz", "")
+	require.Equal(t, http.StatusMethodNotAllowed, a.status)
+	require.Equal(t, "method_not_allowed", a.code())
+	require.Equal(t, "GET", a.header.Get("Allow"))
+	a = f.do(t, "GET", "/v2/nothing", "")
+	require.Equal(t, http.StatusNotFound, a.status)
+	require.Equal(t, "no_route", a.code())
+}
+
+func TestNewRequiresResolver(t *testing.T) {
+	t.Parallel()
+	_, err := httpapi.New(nil, httpapi.Options{})
+	require.Error(t, err)
+}
