@@ -89,6 +89,11 @@ type StartOrchestration struct {
 	// RequestID identifies the client call that enqueued the item (see
 	// RequestIDOf); empty for items the runtime enqueues itself.
 	RequestID string `json:"request_id,omitempty"`
+	// TraceParent is the W3C traceparent of the span that started the
+	// instance (a client's, or a parent orchestration's turn): the
+	// instance's turns and activities join that trace. Empty: the first
+	// turn starts a trace of its own.
+	TraceParent string `json:"trace_parent,omitempty"`
 }
 
 // ActivityExecute asks a worker to run an activity (worker queue).
@@ -104,6 +109,9 @@ type ActivityExecute struct {
 	SessionID string `json:"session_id,omitempty"`
 	// Tag routes the item to workers accepting the tag; empty for the default queue.
 	Tag string `json:"tag,omitempty"`
+	// TraceParent is the W3C traceparent of the orchestration turn that
+	// scheduled the activity: its execution's span is that turn's child.
+	TraceParent string `json:"trace_parent,omitempty"`
 }
 
 // ActivityCompleted reports an activity's result to its orchestration.
@@ -492,4 +500,19 @@ func RequestIDOf(w WorkItem) string {
 		return v.RequestID
 	}
 	return ""
+}
+
+// WithoutTraceParent returns w without its trace context, which names
+// the span a call was made in, not the call: a provider compares a resent
+// call with the recorded one (RequestIDOf) on this form.
+func WithoutTraceParent(w WorkItem) WorkItem {
+	switch v := w.(type) {
+	case StartOrchestration:
+		v.TraceParent = ""
+		return v
+	case ActivityExecute:
+		v.TraceParent = ""
+		return v
+	}
+	return w
 }

@@ -78,7 +78,13 @@
 // by another node, a version no local dispatcher runs), so that other
 // replicas try it; a fetch that loses the lock race for an instance
 // signals it again at once (the winner's turn need not hold the message
-// its wakeup was for).
+// its wakeup was for). A replica runs one lock attempt per instance at a
+// time: a wakeup taken while another fetch of the replica is locking the
+// same instance is set aside, and the attempt in flight signals the
+// instance again if it did not take the lock, or marks it so that its
+// release does (lockOnce; without it, the completions of a large fan-out
+// sent every fetch of the owner into the same losing race, each reading
+// the instance's messages and history).
 //
 // Reading for the lock (event-driven mode): the polling mode's point read
 // of the instance document is gone. The store remembers (its instance

@@ -61,6 +61,7 @@ type Engine struct {
 
 	mu        sync.Mutex
 	blocked   map[string]int       // instances found locked with work waiting: slot
+	locking   map[string]bool      // instances a local fetch is locking now: true once another wakeup came meanwhile (lockOnce)
 	released  map[string]int64     // orchestration locks we released: instance -> lockedUntil
 	wreleased map[string]int64     // work-item locks we released: key -> lockedUntil
 	settled   map[string]int64     // work items the feed showed acked: key -> when seen (ms)
@@ -220,7 +221,7 @@ func New(s *store.Store, o Options) (*Engine, error) {
 	}
 	e := &Engine{s: s, opts: o, clk: o.Clock, log: o.Logger.With(zap.String("replica", o.ReplicaID)),
 		per:     slots.Count / o.Leases.Blocks,
-		blocked: map[string]int{}, released: map[string]int64{}, wreleased: map[string]int64{}, settled: map[string]int64{}, wlocked: map[string]int64{}, parked: map[string]parkedWI{},
+		blocked: map[string]int{}, locking: map[string]bool{}, released: map[string]int64{}, wreleased: map[string]int64{}, settled: map[string]int64{}, wlocked: map[string]int64{}, parked: map[string]parkedWI{},
 		refused: map[string]refusedOI{}, hinted: map[string]hintSeen{}, joinCh: make(chan struct{}),
 		sib:   siblings{work: map[string]map[string]int64{}, await: map[string]map[string]bool{}, putOff: map[string]int64{}},
 		watch: watchState{watching: map[string]int{}, watchers: map[string]map[*peerwake.Reply]struct{}{}}}

@@ -125,8 +125,8 @@ func (e *Engine) orchWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 			return nil, nil
 		}
 	}
-	r, err := e.lockInstance(ctx, instance, lockTimeout, filter)
-	if err != nil || r.Item != nil {
+	r, ran, err := e.lockOnce(ctx, w.Slot, instance, lockTimeout, filter)
+	if !ran || err != nil || r.Item != nil {
 		return r.Item, err
 	}
 	switch {
@@ -145,6 +145,40 @@ func (e *Engine) orchWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 		}
 	}
 	return nil, nil
+}
+
+// lockOnce runs lockInstance unless another fetch of this replica is
+// locking the same instance: then it only records that a wakeup came
+// meanwhile (ran false), and the fetch running the attempt follows it up
+// when the attempt ends: it signals the instance again when it did not
+// take the lock (unless another process holds it, whose lock the caller
+// follows), and marks it blocked, so that the lock's release signals it,
+// when it did. Without this, every completion reaching a busy
+// instance sent one more fetch into a lock attempt that had to lose (each
+// reading the instance's messages and history), until all of a replica's
+// fetches raced for one instance.
+func (e *Engine) lockOnce(ctx context.Context, slot int, instance string, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (store.LockResult, bool, error) {
+	e.mu.Lock()
+	if _, busy := e.locking[instance]; busy {
+		e.locking[instance] = true
+		e.mu.Unlock()
+		return store.LockResult{}, false, nil
+	}
+	e.locking[instance] = false
+	e.mu.Unlock()
+	r, err := e.lockInstance(ctx, instance, lockTimeout, filter)
+	e.mu.Lock()
+	again := e.locking[instance]
+	delete(e.locking, instance)
+	if again && r.Item != nil {
+		e.blocked[instance] = slot
+	}
+	e.mu.Unlock()
+	if again && r.Item == nil && r.LockedUntil == 0 {
+		// (Found locked elsewhere, the caller follows the lock instead.)
+		e.orch.Signal(slot, orchKey(instance), e.clk.Now())
+	}
+	return r, true, err
 }
 
 // lockInstance locks one instance's turn through the store, with the

@@ -17,6 +17,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/durable"
@@ -65,15 +70,21 @@ type Options struct {
 	MaxWait time.Duration
 	// Logger receives request logs at Debug (no payloads; default none).
 	Logger *zap.Logger
+	// TracerProvider receives a server span per request, a child of the
+	// caller's W3C traceparent header when it sends one; an instance
+	// started by the request joins that trace (default: no spans, the
+	// caller's trace context is still carried to the instance).
+	TracerProvider trace.TracerProvider
 }
 
 // api is the handler's state: the client and the options, read-only.
 type api struct {
-	c    *runtime.Client
-	o    Options
-	log  *zap.Logger
-	mux  *http.ServeMux
-	body int64
+	c      *runtime.Client
+	o      Options
+	log    *zap.Logger
+	mux    *http.ServeMux
+	body   int64
+	tracer trace.Tracer
 }
 
 // New returns the API's handler over c.
@@ -90,7 +101,11 @@ func New(c *runtime.Client, o Options) (http.Handler, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	a := &api{c: c, o: o, log: o.Logger, mux: http.NewServeMux(), body: int64(o.MaxInputBytes) + envelopeBytes}
+	if o.TracerProvider == nil {
+		o.TracerProvider = tracenoop.NewTracerProvider()
+	}
+	a := &api{c: c, o: o, log: o.Logger, mux: http.NewServeMux(), body: int64(o.MaxInputBytes) + envelopeBytes,
+		tracer: o.TracerProvider.Tracer("github.com/durafeed/durafeed/httpapi")}
 	a.mux.HandleFunc("POST /v1/instances", a.start)
 	a.mux.HandleFunc("GET /v1/instances", a.list)
 	a.mux.HandleFunc("GET /v1/instances/{id}", a.status)
@@ -135,10 +150,20 @@ func (a *api) noRoute(w http.ResponseWriter, r *http.Request) {
 // a request log.
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	_, route := a.mux.Handler(r)
+	ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := a.tracer.Start(ctx, r.Method+" "+strings.TrimPrefix(route, r.Method+" "), trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route)))
+	defer span.End()
+	r = r.WithContext(ctx)
 	r.Body = http.MaxBytesReader(w, r.Body, a.body)
 	rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	a.mux.ServeHTTP(rw, r)
-	a.log.Debug("request", zap.String("method", r.Method), zap.String("route", r.Pattern),
+	span.SetAttributes(attribute.Int("http.response.status_code", rw.status))
+	if rw.status >= 500 {
+		span.SetStatus(codes.Error, http.StatusText(rw.status))
+	}
+	a.log.Debug("request", zap.String("method", r.Method), zap.String("route", route),
 		zap.Int("status", rw.status), zap.Duration("took", time.Since(start)))
 }
 

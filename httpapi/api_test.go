@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/durable/history"
 	"github.com/durafeed/durafeed/httpapi"
 	"github.com/durafeed/durafeed/internal/memprovider"
 	"github.com/durafeed/durafeed/runtime"
@@ -417,4 +418,23 @@ func TestNewRequiresResolver(t *testing.T) {
 	t.Parallel()
 	_, err := httpapi.New(nil, httpapi.Options{})
 	require.Error(t, err)
+}
+
+// TestTraceContextReachesTheInstance: a start carrying a W3C traceparent
+// header puts the instance in the caller's trace, with or without a
+// tracer provider of the API's own.
+func TestTraceContextReachesTheInstance(t *testing.T) {
+	t.Parallel()
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	f := newFixture(t, nil)
+	a := f.do(t, "POST", "/v1/instances", `{"name":"Echo","instanceId":"traced"}`,
+		"traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	require.Equal(t, http.StatusCreated, a.status, a.raw)
+	require.Equal(t, "Completed", f.do(t, "GET", "/v1/instances/traced?wait=20s", "").body["state"])
+	admin, _ := f.p.Admin()
+	events, err := admin.ReadHistory(context.Background(), "traced")
+	require.NoError(t, err)
+	started, ok := events[0].Kind.(history.OrchestrationStarted)
+	require.True(t, ok)
+	require.Contains(t, started.TraceParent, traceID)
 }

@@ -23,6 +23,17 @@ type faultInjector struct {
 	// slowFeed delays the next n document-range change-feed reads of a
 	// container (not the lease partition's) by d each.
 	slowFeed map[string]*slowRule
+	// slowQueries delays every query addressed to one partition key of
+	// one container (the same key as keyed) and tracks how many run at
+	// once.
+	slowQueries map[string]*queryWatch
+}
+
+// queryWatch is a slowQueries rule: the delay, the queries in flight and
+// the most seen at once.
+type queryWatch struct {
+	d             time.Duration
+	inFlight, max int
 }
 
 type slowRule struct {
@@ -63,6 +74,19 @@ func (f *faultInjector) middleware(next cosmosemu.Handler) cosmosemu.Handler {
 			req.HTTP.Header.Get("x-ms-documentdb-partitionkey") == "" {
 			sr.n--
 			delay = sr.d
+		}
+		qw := f.slowQueries[req.Container+"/"+req.HTTP.Header.Get("x-ms-documentdb-partitionkey")]
+		if qw != nil && req.Operation == cosmosemu.OpQuery {
+			qw.inFlight++
+			qw.max = max(qw.max, qw.inFlight)
+			delay = max(delay, qw.d)
+			defer func() {
+				f.mu.Lock()
+				qw.inFlight--
+				f.mu.Unlock()
+			}()
+		} else {
+			qw = nil
 		}
 		r := f.rules[req.Container]
 		fail := false
@@ -194,6 +218,24 @@ func (f *faultInjector) record(container, instance string) func() []keyedOp {
 		out := *log
 		*log = nil
 		return out
+	}
+}
+
+// slowQueriesOf delays by d every query addressed to instance's partition
+// in container; the returned function reports the most that ran at once.
+func (f *faultInjector) slowQueriesOf(container, instance string, d time.Duration) func() int {
+	key := container + "/" + `["` + instance + `"]`
+	w := &queryWatch{d: d}
+	f.mu.Lock()
+	if f.slowQueries == nil {
+		f.slowQueries = map[string]*queryWatch{}
+	}
+	f.slowQueries[key] = w
+	f.mu.Unlock()
+	return func() int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return w.max
 	}
 }
 

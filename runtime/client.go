@@ -143,7 +143,7 @@ func (c *Client) StartOrchestrationRaw(ctx context.Context, instance, name, inpu
 	}
 	o := applyCall(opts)
 	s := durable.StartOrchestration{Instance: instance, Orchestration: name, Input: input, ExecutionID: 1,
-		Version: o.version, RequestID: o.requestID}
+		Version: o.version, RequestID: o.requestID, TraceParent: traceParent(ctx)}
 	return c.p.EnqueueForOrchestrator(ctx, s, 0)
 }
 

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/durable"
@@ -75,6 +77,13 @@ type Options struct {
 
 	// Logger receives the runtime's logs (default: none).
 	Logger *zap.Logger
+
+	// TracerProvider receives a span per orchestration turn and per
+	// activity execution, in the instance's trace (default: none, at no
+	// cost). MeterProvider receives the runtime's metrics: turns and
+	// activity executions, counted and timed (default: none).
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 	// LogPayloads includes inputs and outputs in logs (default false).
 	LogPayloads bool
 	// Clock returns "now" for new events (default time.Now).

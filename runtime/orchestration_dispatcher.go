@@ -57,6 +57,10 @@ func (r *Runtime) processOrchestration(ctx context.Context, item *durable.Orches
 		return
 	}
 
+	began := time.Now()
+	sctx, span := r.ins.startTurn(ctx, item)
+	outcome, failed := "abandoned", true
+	defer func() { r.ins.endTurn(sctx, span, item.OrchestrationName, outcome, failed, began) }()
 	turnCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	half := r.opts.OrchestratorLockTimeout / 2
@@ -68,6 +72,7 @@ func (r *Runtime) processOrchestration(ctx context.Context, item *durable.Orches
 	})
 	res, err := replay.Execute(turnCtx, replay.Input{
 		Item: item, Now: r.opts.Clock(), RuntimeVersion: *r.opts.RuntimeVersion, Resolver: r.reg, Logger: r.opts.Logger,
+		TraceParent: traceParent(sctx),
 	})
 	rn.Stop()
 	if err != nil {
@@ -85,14 +90,35 @@ func (r *Runtime) processOrchestration(ctx context.Context, item *durable.Orches
 	case replay.OutcomeCompleted:
 		log.Debug("orchestration completed", r.payload("output", res.Output))
 	}
-	r.commitTurn(ctx, item, res.Turn, log)
+	stampTurn(sctx, &res.Turn)
+	if r.commitTurn(ctx, item, res.Turn, log) {
+		outcome, failed = turnOutcome(res.Outcome), res.Outcome == replay.OutcomeFailed
+	} else {
+		outcome = "not_committed"
+	}
+}
+
+// turnOutcome names a committed turn's outcome for spans and metrics.
+func turnOutcome(o replay.Outcome) string {
+	switch o {
+	case replay.OutcomeContinue:
+		return "continue"
+	case replay.OutcomeCompleted:
+		return "completed"
+	case replay.OutcomeFailed:
+		return "failed"
+	case replay.OutcomeContinuedAsNew:
+		return "continued_as_new"
+	default:
+		return "none"
+	}
 }
 
 // commitTurn acks the turn. A child's completion is routed to the parent
 // execution recorded when the child was scheduled (ParentExecutionID);
 // children started before that field existed carry 0, and for them the
 // parent's current execution is looked up instead.
-func (r *Runtime) commitTurn(ctx context.Context, item *durable.OrchestrationItem, turn durable.OrchestrationTurn, log *zap.Logger) {
+func (r *Runtime) commitTurn(ctx context.Context, item *durable.OrchestrationItem, turn durable.OrchestrationTurn, log *zap.Logger) (committed bool) {
 	cctx, cancel := commitCtx(ctx)
 	defer cancel()
 	for i, w := range turn.OrchestratorItems {
@@ -111,7 +137,7 @@ func (r *Runtime) commitTurn(ctx context.Context, item *durable.OrchestrationIte
 	}
 	err := retryCommit(cctx, func(c context.Context) error { return r.p.AckOrchestrationItem(c, item.LockToken, turn) })
 	if err == nil {
-		return
+		return true
 	}
 	if !durable.IsRetryable(err) {
 		// The lock is gone (expired, or released because this replica was
@@ -119,10 +145,11 @@ func (r *Runtime) commitTurn(ctx context.Context, item *durable.OrchestrationIte
 		// the lock is taken next. (An ack that committed but whose answer
 		// was lost is read back by the provider and returns nil.)
 		log.Warn("ack refused: the turn's lock is no longer held; the turn did not commit and will run again", zap.Error(err))
-		return
+		return false
 	}
 	log.Warn("ack failed; abandoning", zap.Error(err))
 	r.abandonOrchestration(ctx, item, r.opts.FailureBackoff, true, log)
+	return false
 }
 
 // parentExecution returns the parent's current execution id (1 if

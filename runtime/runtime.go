@@ -30,6 +30,7 @@ type Runtime struct {
 	opts Options
 	log  *zap.Logger
 	cli  *Client
+	ins  *instruments
 
 	mu      sync.Mutex
 	running bool
@@ -44,7 +45,8 @@ func New(p durable.Provider, reg *Registry, opts Options) *Runtime {
 	o := opts.withDefaults(p)
 	dead := &atomic.Bool{}
 	return &Runtime{p: crashGate{Provider: p, dead: dead}, raw: p, dead: dead, reg: reg, opts: o,
-		log: o.Logger.With(zap.String("node", o.WorkerNodeID)), cli: NewClient(p)}
+		log: o.Logger.With(zap.String("node", o.WorkerNodeID)), cli: NewClient(p),
+		ins: newInstruments(o.TracerProvider, o.MeterProvider)}
 }
 
 // Start starts the dispatchers. They run until Shutdown.

@@ -115,7 +115,12 @@ func (r *Runtime) processActivity(ctx context.Context, lw *durable.LockedWorkIte
 		return func() { r.ackWork(ctx, lw, failedCompletion(act, d), log) }
 	}
 
-	actCtx, cancel := context.WithCancelCause(ctx)
+	began := time.Now()
+	sctx, span := r.ins.startActivity(ctx, act, lw.AttemptCount)
+	outcome := "interrupted"
+	var runErr error
+	defer func() { r.ins.endActivity(sctx, span, act.Name, outcome, runErr, began) }()
+	actCtx, cancel := context.WithCancelCause(sctx)
 	defer cancel(nil)
 	actCtx = context.WithValue(actCtx, activityInfoKey{}, ActivityInfo{
 		Instance: act.Instance, ExecutionID: act.ExecutionID, Name: act.Name, ActivityID: act.ID,
@@ -131,9 +136,11 @@ func (r *Runtime) processActivity(ctx context.Context, lw *durable.LockedWorkIte
 	log.Debug("activity started", r.payload("input", act.Input))
 	result, err := r.runActivity(actCtx, act)
 	rn.Stop()
+	runErr = err
 
 	if cause := context.Cause(actCtx); errors.Is(cause, ErrLockLost) {
 		log.Info("activity result dropped: lock lost")
+		outcome = "lock_lost"
 		return nil
 	}
 	if ctx.Err() != nil {
@@ -149,7 +156,9 @@ func (r *Runtime) processActivity(ctx context.Context, lw *durable.LockedWorkIte
 		}
 		log.Debug("activity failed", zap.String("error", d.DisplayMessage()))
 		completion = failedCompletion(act, d)
+		outcome = "failed"
 	} else {
+		outcome = "completed"
 		log.Debug("activity completed", r.payload("output", result))
 		completion = durable.ActivityCompleted{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID, Result: result}
 	}

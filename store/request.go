@@ -66,7 +66,7 @@ func ttlSeconds(d time.Duration) int64 {
 // error. dup reports that the call had taken effect already (nothing was
 // written now).
 func (p *Store) enqueueOnce(ctx context.Context, op, rid, kind string, d queueDoc) (dup bool, err error) {
-	sum := sha256.Sum256([]byte(d.WorkItem))
+	sum := sha256.Sum256([]byte(callEncoding(d.WorkItem)))
 	rec := requestDoc{ID: requestDocID(rid), InstanceID: d.InstanceID, Type: typeRequest, RequestID: rid,
 		Kind: kind, Digest: hex.EncodeToString(sum[:]), Message: d.ID, CreatedAt: nowMS(),
 		TTL: ttlSeconds(p.opts.RequestRetention)}
@@ -90,4 +90,19 @@ func (p *Store) enqueueOnce(ctx context.Context, op, rid, kind string, d queueDo
 	}
 	p.log.Info("a resent call had taken effect already", zap.String("op", op), zap.String("instance", d.InstanceID))
 	return true, nil
+}
+
+// callEncoding is the encoding a request record's digest covers: the work
+// item without its trace context (durable.WithoutTraceParent), so that a
+// resend from another span is the same call.
+func callEncoding(workItem string) string {
+	w, err := durable.UnmarshalWorkItem([]byte(workItem))
+	if err != nil {
+		return workItem
+	}
+	b, err := durable.MarshalWorkItem(durable.WithoutTraceParent(w))
+	if err != nil {
+		return workItem
+	}
+	return string(b)
 }

@@ -133,3 +133,23 @@ func TestFixPKHeader(t *testing.T) {
 	require.Equal(t, `["a\u0001\u0007\u000b\n"]`, fixPKHeader(`["a\x01\a\v\n"]`))
 	require.Equal(t, `["plain \"q\""]`, fixPKHeader(`["plain \"q\""]`))
 }
+
+// TestCallEncodingIgnoresTraceContext: a request record's digest covers
+// the call, not the span it was made in.
+func TestCallEncodingIgnoresTraceContext(t *testing.T) {
+	t.Parallel()
+	enc := func(w durable.WorkItem) string {
+		b, err := durable.MarshalWorkItem(w)
+		require.NoError(t, err)
+		return callEncoding(string(b))
+	}
+	a := durable.StartOrchestration{Instance: "i", Orchestration: "O", Input: "1", ExecutionID: 1, RequestID: "r",
+		TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+	b := a
+	b.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	require.Equal(t, enc(a), enc(b))
+	c := a
+	c.Input = "2"
+	require.NotEqual(t, enc(a), enc(c))
+	require.Equal(t, "not a work item", callEncoding("not a work item"))
+}

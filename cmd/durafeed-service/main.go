@@ -22,6 +22,11 @@
 //	DURAFEED_PEER_ADVERTISE             host:port other replicas dial (default: the listener's)
 //	DURAFEED_ORCHESTRATION_CONCURRENCY  orchestration dispatchers (default 2)
 //	DURAFEED_WORKER_CONCURRENCY         activity workers (default 2)
+//	OTEL_EXPORTER_OTLP_ENDPOINT         OTLP/HTTP endpoint of traces and metrics (default: none; the
+//	                                    _TRACES_/_METRICS_ variants and the exporters' other variables apply)
+//	OTEL_SERVICE_NAME                   the service's name in telemetry (default durafeed-service)
+//
+// Metrics are served in the Prometheus format at /metrics.
 //
 // With Entra ID the database and container must exist (data-plane RBAC
 // cannot create them); with a key they are created when missing. The key
@@ -81,7 +86,7 @@ func realMain(getenv func(string) string, stderr io.Writer) int {
 	defer func() { _ = log.Sync() }()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, cfg, log, nil); err != nil {
+	if err := run(ctx, cfg, getenv, log, nil); err != nil {
 		log.Error("durafeed-service failed", zap.Error(err))
 		return 1
 	}
@@ -100,9 +105,19 @@ type hooks struct {
 	listening func(addr string)
 }
 
-// run serves until ctx ends, then stops within cfg.Grace.
-func run(ctx context.Context, cfg config, log *zap.Logger, h *hooks) (err error) {
+// run serves until ctx ends, then stops within cfg.Grace. getenv gives
+// the OpenTelemetry variables (see telemetry).
+func run(ctx context.Context, cfg config, getenv func(string) string, log *zap.Logger, h *hooks) (err error) {
 	log.Info("starting", cfg.fields()...)
+	tel, err := newTelemetry(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if terr := tel.shutdown(context.WithoutCancel(ctx)); terr != nil {
+			log.Warn("telemetry did not flush", zap.Error(terr))
+		}
+	}()
 	pcfg, closeStore, err := storeConfig(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -126,18 +141,23 @@ func run(ctx context.Context, cfg config, log *zap.Logger, h *hooks) (err error)
 	reg := runtime.NewRegistry()
 	sample.Register(reg)
 	rt := runtime.New(p, reg, runtime.Options{Logger: log.Named("runtime"),
-		OrchestrationConcurrency: cfg.Orchestration, WorkerConcurrency: cfg.Workers})
+		OrchestrationConcurrency: cfg.Orchestration, WorkerConcurrency: cfg.Workers,
+		TracerProvider: tel.tracer, MeterProvider: tel.meter})
 
 	var ready atomic.Bool
-	api, err := httpapi.New(rt.Client(), httpapi.Options{Orchestrations: reg, Ready: ready.Load, Logger: log.Named("http")})
+	api, err := httpapi.New(rt.Client(), httpapi.Options{Orchestrations: reg, Ready: ready.Load, Logger: log.Named("http"),
+		TracerProvider: tel.tracer})
 	if err != nil {
 		return err
 	}
+	routes := http.NewServeMux()
+	routes.Handle("GET /metrics", tel.metrics)
+	routes.Handle("/", api)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	srv := &http.Server{Handler: routes, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: httpapi.DefaultMaxWait + 10*time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: zap.NewStdLog(log.Named("http"))}
 	served := make(chan error, 1)

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -117,21 +119,29 @@ func getJSON(t *testing.T, url string) (int, map[string]any) {
 	return resp.StatusCode, m
 }
 
-// TestServiceServesAndStops runs the service on an embedded cosmosemu:
-// it becomes ready, runs an orchestration started over HTTP, and on the
-// end of its context (what SIGTERM does) stops cleanly, releasing its
-// leases. Nothing it logs holds the emulator's key or a payload.
-func TestServiceServesAndStops(t *testing.T) {
-	t.Parallel()
-	cfg, err := configFromEnv(env(map[string]string{"DURAFEED_LISTEN": "127.0.0.1:0", "DURAFEED_LOG_LEVEL": "debug"}))
+// startService runs the service in this process with the variables
+// vars (listening on a free port) and waits until it is ready. It
+// returns its base URL and a stop function (what SIGTERM does) that
+// returns run's result.
+func startService(t *testing.T, vars map[string]string, log *zap.Logger) (string, func() error) {
+	t.Helper()
+	vars["DURAFEED_LISTEN"] = "127.0.0.1:0"
+	cfg, err := configFromEnv(env(vars))
 	require.NoError(t, err)
-	logs := &syncBuffer{}
-	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(logs), zapcore.DebugLevel))
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg, log, &hooks{listening: func(a string) { addr <- a }}) }()
+	go func() { done <- run(ctx, cfg, env(vars), log, &hooks{listening: func(a string) { addr <- a }}) }()
+	stop := func() error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(hang):
+			t.Fatal("the service did not stop")
+			return nil
+		}
+	}
 	var base string
 	select {
 	case a := <-addr:
@@ -141,7 +151,20 @@ func TestServiceServesAndStops(t *testing.T) {
 	case <-time.After(hang):
 		t.Fatal("the service never listened")
 	}
+	t.Cleanup(func() { cancel() })
 	require.Eventually(t, func() bool { s, _ := getJSON(t, base+"/readyz"); return s == http.StatusOK }, hang, 10*time.Millisecond)
+	return base, stop
+}
+
+// TestServiceServesAndStops runs the service on an embedded cosmosemu:
+// it becomes ready, runs an orchestration started over HTTP, and on the
+// end of its context (what SIGTERM does) stops cleanly, releasing its
+// leases. Nothing it logs holds the emulator's key or a payload.
+func TestServiceServesAndStops(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(logs), zapcore.DebugLevel))
+	base, stop := startService(t, map[string]string{"DURAFEED_LOG_LEVEL": "debug"}, log)
 
 	resp, err := http.Post(base+"/v1/instances", "application/json",
 		strings.NewReader(`{"name":"FanOut","input":{"count":10},"instanceId":"svc-1"}`))
@@ -153,13 +176,18 @@ func TestServiceServesAndStops(t *testing.T) {
 	require.Equal(t, "Completed", body["state"])
 	require.Equal(t, 385.0, body["output"], "the sum of the squares of 1..10")
 
-	stop()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(hang):
-		t.Fatal("the service did not stop")
-	}
+	// Metrics in the Prometheus format: the runtime's turns and activities.
+	resp, err = http.Get(base + "/metrics")
+	require.NoError(t, err)
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(metrics), "durafeed_orchestration_turns")
+	require.Contains(t, string(metrics), `durafeed_activity_executions`)
+	require.Contains(t, string(metrics), `durafeed_activity_name="Square"`)
+
+	require.NoError(t, stop())
 	out := logs.String()
 	require.Contains(t, out, `"msg":"stopped"`)
 	require.Contains(t, out, `"msg":"released"`, "the leases were handed over")
@@ -218,4 +246,48 @@ func TestSIGTERMExitsZero(t *testing.T) {
 	require.ErrorAs(t, err, &exit)
 	require.Equal(t, 2, exit.ExitCode())
 	require.Contains(t, errOut.String(), "DURAFEED_MODE")
+}
+
+// TestOTLPExport: with OTEL_EXPORTER_OTLP_ENDPOINT set, the service sends
+// its traces and metrics over OTLP/HTTP (here to a stand-in collector
+// that counts the posts by path); they are flushed at the stop.
+func TestOTLPExport(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	posts := map[string]int{}
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		posts[r.Method+" "+r.URL.Path]++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer collector.Close()
+	base, stop := startService(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL}, zap.NewNop())
+	resp, err := http.Post(base+"/v1/instances", "application/json", strings.NewReader(`{"name":"Greet","instanceId":"otlp-1"}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	status, body := getJSON(t, base+"/v1/instances/otlp-1?wait=50s")
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, "Completed", body["state"])
+	require.NoError(t, stop())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Positive(t, posts["POST /v1/traces"], "%v", posts)
+	require.Positive(t, posts["POST /v1/metrics"], "%v", posts)
+}
+
+func TestOTLPURL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		vars   map[string]string
+		traces string
+	}{
+		{nil, ""},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318/"}, "http://c:4318/v1/traces"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t:1/x"}, "http://t:1/x"},
+	} {
+		require.Equal(t, tc.traces, otlpURL(env(tc.vars), "TRACES", "/v1/traces"), "%v", tc.vars)
+	}
 }

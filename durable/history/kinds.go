@@ -58,6 +58,11 @@ type OrchestrationStarted struct {
 	ParentInstance    string `json:"parent_instance,omitempty"`
 	ParentExecutionID uint64 `json:"parent_execution_id,omitempty"`
 	ParentID          uint64 `json:"parent_id,omitempty"`
+	// TraceParent is the W3C traceparent of the instance's trace: every
+	// turn's span (and through them every activity's) is its child. It
+	// is kept across continue-as-new. Empty in histories written before
+	// it existed.
+	TraceParent string `json:"trace_parent,omitempty"`
 	// CarryForwardEvents are the unconsumed queued events handed over by
 	// continue-as-new, in arrival order.
 	CarryForwardEvents []QueuedEvent `json:"carry_forward_events,omitempty"`

@@ -92,7 +92,11 @@ func (s *Store) recordRequest(op string, e encodedItem) (dup bool, err error) {
 			delete(recs, id)
 		}
 	}
-	rec := requestRec{kind: e.item.Kind(), digest: sha256.Sum256(e.data), at: now}
+	data := e.data
+	if b, err := durable.MarshalWorkItem(durable.WithoutTraceParent(e.item)); err == nil {
+		data = b // the call without the span it was made in
+	}
+	rec := requestRec{kind: e.item.Kind(), digest: sha256.Sum256(data), at: now}
 	if old, ok := recs[rid]; ok {
 		if old.kind != rec.kind || old.digest != rec.digest {
 			return false, durable.Permanent(op, nil, "request id was already used for a different %s call on this instance", old.kind)

@@ -44,6 +44,10 @@ type Input struct {
 	// Logger receives engine diagnostics and backs Context.Logger; nil
 	// discards them.
 	Logger *zap.Logger
+	// TraceParent is stamped on a new execution's OrchestrationStarted
+	// when its start message carries none (the runtime passes its turn
+	// span's W3C traceparent, which then heads the instance's trace).
+	TraceParent string
 }
 
 // Outcome is how a turn ended.
@@ -191,6 +195,10 @@ func (e *engine) run(goctx context.Context) (Result, error) {
 		e.started = history.OrchestrationStarted{
 			Name: startMsg.Orchestration, Input: startMsg.Input,
 			ParentInstance: startMsg.ParentInstance, ParentExecutionID: startMsg.ParentExecutionID, ParentID: startMsg.ParentID,
+			TraceParent: startMsg.TraceParent,
+		}
+		if e.started.TraceParent == "" {
+			e.started.TraceParent = e.in.TraceParent
 		}
 		requestedVersion = startMsg.Version
 	case hist[len(hist)-1].IsTerminal():
@@ -205,9 +213,13 @@ func (e *engine) run(goctx context.Context) (Result, error) {
 			CarryForwardEvents:  canMsg.CarryForwardEvents,
 			InitialCustomStatus: canMsg.InitialCustomStatus,
 		}
-		// Keep the parent link across executions.
+		// Keep the parent link and the trace across executions.
 		if st, ok := item.History[0].Kind.(history.OrchestrationStarted); ok {
 			e.started.ParentInstance, e.started.ParentExecutionID, e.started.ParentID = st.ParentInstance, st.ParentExecutionID, st.ParentID
+			e.started.TraceParent = st.TraceParent
+		}
+		if e.started.TraceParent == "" {
+			e.started.TraceParent = e.in.TraceParent
 		}
 		requestedVersion = canMsg.Version
 	default:
