@@ -4,7 +4,7 @@ GO ?= go
 # so a run always exercises the code.
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: test lint fmt-check vet staticcheck fuzz-smoke demo chaos emulator emulator-sdk-check
+.PHONY: test lint fmt-check vet staticcheck fuzz-smoke demo chaos emulator emulator-sdk-check image service
 
 # The multi-replica provider tests, run a second time with the peer wake
 # channel on (the first run has it off).
@@ -47,6 +47,20 @@ emulator-sdk-check:
 ## Pass flags with DEMO_FLAGS, e.g. make demo DEMO_FLAGS="-n 1000 -latency 2ms".
 demo:
 	$(GO) run ./cmd/durafeed-demo $(DEMO_FLAGS)
+
+## service: the reference service on an embedded emulator (:8080).
+service:
+	$(GO) run ./cmd/durafeed-service
+
+## image: the service's container image without Docker: a static binary
+## (build/durafeed-service), then an OCI image layout (build/image) and a
+## docker-loadable tarball (build/durafeed-service.tar). IMAGE_ARCH picks
+## the architecture (default amd64); SOURCE_DATE_EPOCH the timestamps.
+IMAGE_ARCH ?= amd64
+image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags="-s -w" -o build/durafeed-service ./cmd/durafeed-service
+	$(GO) run ./cmd/durafeed-image -binary build/durafeed-service -arch $(IMAGE_ARCH) \
+		-revision "$$(git rev-parse HEAD 2>/dev/null)" -tag durafeed-service:$$(git describe --always --dirty 2>/dev/null || echo dev)
 
 ## chaos: the chaos campaign (package chaos) in both modes, 1,000 root
 ## orchestrations each, under injected faults, a partition split and a
