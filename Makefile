@@ -4,7 +4,7 @@ GO ?= go
 # so a run always exercises the code.
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: test lint fmt-check vet staticcheck fuzz-smoke demo chaos emulator emulator-sdk-check image service
+.PHONY: test lint fmt-check vet staticcheck fuzz-smoke demo chaos emulator emulator-sdk-check image service fleet
 
 # The multi-replica provider tests, run a second time with the peer wake
 # channel on (the first run has it off).
@@ -61,6 +61,13 @@ image:
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags="-s -w" -o build/durafeed-service ./cmd/durafeed-service
 	$(GO) run ./cmd/durafeed-image -binary build/durafeed-service -arch $(IMAGE_ARCH) \
 		-revision "$$(git rev-parse HEAD 2>/dev/null)" -tag durafeed-service:$$(git describe --always --dirty 2>/dev/null || echo dev)
+
+## fleet: the multi-process test: cmd/cosmosemu and three durafeed-service
+## processes, 300 orchestrations over HTTP, one service killed, one
+## stopped by SIGTERM and replaced, every history checked.
+## Pass flags with FLEET_FLAGS, e.g. make fleet FLEET_FLAGS="-n 600".
+fleet:
+	$(GO) run ./cmd/durafeed-fleet $(FLEET_FLAGS)
 
 ## chaos: the chaos campaign (package chaos) in both modes, 1,000 root
 ## orchestrations each, under injected faults, a partition split and a

@@ -1,0 +1,525 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
+	"github.com/durafeed/durafeed/cosmosemu"
+	"github.com/durafeed/durafeed/durable/history"
+	"github.com/durafeed/durafeed/provider"
+	"github.com/durafeed/durafeed/store"
+)
+
+// proc is one child process and what its output said.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	addr string // the service's HTTP address, or the emulator's endpoint
+	// events are closed when the process printed the matching line.
+	listening, ready, stopped chan struct{}
+	exited                    chan struct{}
+	exitErr                   error
+}
+
+// start runs bin with env; lines of its output are matched with the
+// service's and the emulator's start-up lines.
+func start(ctx context.Context, name, bin string, args, env []string, log io.Writer) (*proc, error) {
+	p := &proc{name: name, listening: make(chan struct{}), ready: make(chan struct{}), stopped: make(chan struct{}),
+		exited: make(chan struct{})}
+	p.cmd = exec.CommandContext(ctx, bin, args...)
+	p.cmd.Env = env
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	p.cmd.Stderr = p.cmd.Stdout // one stream, read below
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		var once [3]sync.Once
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "cosmosemu listening on "):
+				p.setAddr(strings.TrimPrefix(line, "cosmosemu listening on "))
+				once[0].Do(func() { close(p.listening) })
+			case strings.Contains(line, `"msg":"listening"`):
+				var l struct{ Addr string }
+				if json.Unmarshal([]byte(line), &l) == nil {
+					p.setAddr(l.Addr)
+				}
+				once[0].Do(func() { close(p.listening) })
+			case strings.Contains(line, `"msg":"ready"`):
+				once[1].Do(func() { close(p.ready) })
+			case strings.Contains(line, `"msg":"stopped"`):
+				once[2].Do(func() { close(p.stopped) })
+			case strings.Contains(line, `"level":"error"`):
+				fmt.Fprintf(log, "%s: %s\n", name, line)
+			}
+		}
+		p.exitErr = p.cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+func (p *proc) setAddr(a string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.addr = a
+}
+
+func (p *proc) address() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.addr
+}
+
+// await waits for ch (a process event) or the process's exit.
+func (p *proc) await(ctx context.Context, ch chan struct{}, what string) error {
+	select {
+	case <-ch:
+		return nil
+	case <-p.exited:
+		return fmt.Errorf("%s exited before %s: %v", p.name, what, p.exitErr)
+	case <-ctx.Done():
+		return fmt.Errorf("%s: no %s: %w", p.name, what, ctx.Err())
+	}
+}
+
+// report is what a run measured and found.
+type report struct {
+	N, Completed            int
+	Elapsed                 time.Duration
+	Latency, Greet          []time.Duration
+	Retries                 int64
+	TermToExit              time.Duration
+	TermExitOK              bool
+	Grace                   time.Duration
+	Killed, Termed, Started string
+	Problems                []string
+}
+
+func (r *report) write(w io.Writer) {
+	pct := func(ds []time.Duration, p float64) time.Duration {
+		if len(ds) == 0 {
+			return 0
+		}
+		s := append([]time.Duration(nil), ds...)
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		return s[min(len(s)-1, int(p*float64(len(s))))]
+	}
+	fmt.Fprintf(w, "durafeed fleet: cosmosemu and 3 durafeed-service processes, %d orchestrations (Greet, FanOut of 5, Approval by event)\n", r.N)
+	fmt.Fprintf(w, "  %s killed (SIGKILL), %s stopped (SIGTERM), %s started in their place\n", r.Killed, r.Termed, r.Started)
+	fmt.Fprintf(w, "  completed     %d of %d in %.1fs: %.1f orchestrations/s\n", r.Completed, r.N, r.Elapsed.Seconds(), float64(r.Completed)/r.Elapsed.Seconds())
+	fmt.Fprintf(w, "  latency       p50 %v  p99 %v  max %v (HTTP start to completion seen over HTTP)\n",
+		pct(r.Latency, 0.5).Round(time.Millisecond), pct(r.Latency, 0.99).Round(time.Millisecond), pct(r.Latency, 1).Round(time.Millisecond))
+	fmt.Fprintf(w, "  Greet         p50 %v  p99 %v (one activity: the wake latency's proxy)\n",
+		pct(r.Greet, 0.5).Round(time.Millisecond), pct(r.Greet, 0.99).Round(time.Millisecond))
+	fmt.Fprintf(w, "  SIGTERM       exited %v after the signal (grace %v), status 0: %v\n", r.TermToExit.Round(time.Millisecond), r.Grace, r.TermExitOK)
+	fmt.Fprintf(w, "  HTTP retries  %d (requests that failed on a stopped service and went to the next)\n", r.Retries)
+	if len(r.Problems) == 0 {
+		fmt.Fprintln(w, "  checks        every orchestration completed once with its output; every activity and event once")
+		return
+	}
+	fmt.Fprintf(w, "  PROBLEMS      %d\n", len(r.Problems))
+	for i, p := range r.Problems {
+		if i == 20 {
+			fmt.Fprintf(w, "    … %d more\n", len(r.Problems)-20)
+			break
+		}
+		fmt.Fprintln(w, "    "+p)
+	}
+}
+
+// binaries returns the paths of the emulator and service binaries,
+// building them into dir when c.BinDir is empty.
+func binaries(ctx context.Context, c config, dir string) (emu, svc string, err error) {
+	if c.BinDir != "" {
+		return filepath.Join(c.BinDir, "cosmosemu"), filepath.Join(c.BinDir, "durafeed-service"), nil
+	}
+	for _, b := range []struct{ out, pkg string }{{"cosmosemu", "github.com/durafeed/durafeed/cmd/cosmosemu"},
+		{"durafeed-service", "github.com/durafeed/durafeed/cmd/durafeed-service"}} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", "", fmt.Errorf("build %s: %v: %s", b.pkg, err, out)
+		}
+	}
+	return filepath.Join(dir, "cosmosemu"), filepath.Join(dir, "durafeed-service"), nil
+}
+
+// run runs the fleet and checks it.
+func run(ctx context.Context, c config) (*report, error) {
+	dir, err := os.MkdirTemp("", "durafeed-fleet-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	emuBin, svcBin, err := binaries(ctx, c, dir)
+	if err != nil {
+		return nil, err
+	}
+	pctx, stopAll := context.WithCancel(context.WithoutCancel(ctx))
+	var procs []*proc
+	defer func() {
+		stopAll() // kills what still runs
+		for _, p := range procs {
+			<-p.exited
+		}
+	}()
+
+	cert := filepath.Join(dir, "cosmosemu.pem")
+	emu, err := start(pctx, "cosmosemu", emuBin, []string{"-addr", "127.0.0.1:0", "-cert-out", cert}, os.Environ(), c.Log)
+	if err != nil {
+		return nil, err
+	}
+	procs = append(procs, emu)
+	if err := emu.await(ctx, emu.listening, "its endpoint"); err != nil {
+		return nil, err
+	}
+	env := append(os.Environ(), "COSMOS_ENDPOINT="+emu.address(), "COSMOS_KEY="+cosmosemu.WellKnownKey, "SSL_CERT_FILE="+cert,
+		"COSMOS_DATABASE=fleet", "COSMOS_CONTAINER=fleet", "DURAFEED_LISTEN=127.0.0.1:0", "DURAFEED_PEER_LISTEN=127.0.0.1:0",
+		"DURAFEED_GRACE="+c.Grace.String())
+	var fl fleet
+	startService := func(i int) error {
+		name := fmt.Sprintf("service-%d", i)
+		p, err := start(pctx, name, svcBin, nil, append(env, "DURAFEED_REPLICA_ID="+name), c.Log)
+		if err != nil {
+			return err
+		}
+		procs = append(procs, p)
+		if err := p.await(ctx, p.ready, "readiness"); err != nil {
+			return err
+		}
+		fl.add(p)
+		return nil
+	}
+	for i := range 3 {
+		if err := startService(i); err != nil {
+			return nil, err
+		}
+	}
+
+	rep := &report{N: c.N, Grace: c.Grace}
+	type outcome struct {
+		id, kind string
+		took     time.Duration
+		err      error
+	}
+	outcomes := make(chan outcome, c.N)
+	var completed atomic.Int64
+	sem := make(chan struct{}, c.InFlight)
+	began := time.Now()
+	var wg sync.WaitGroup
+	chaosDone := make(chan error, 1)
+	go func() {
+		// A third of the way: SIGKILL; two thirds: SIGTERM and a
+		// replacement.
+		wait := func(n int64) bool {
+			for completed.Load() < n {
+				select {
+				case <-ctx.Done():
+					return false
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			return true
+		}
+		if !wait(int64(c.N / 3)) {
+			chaosDone <- ctx.Err()
+			return
+		}
+		killed := fl.remove(0)
+		rep.Killed = killed.name
+		_ = killed.cmd.Process.Kill()
+		if !wait(int64(2 * c.N / 3)) {
+			chaosDone <- ctx.Err()
+			return
+		}
+		termed := fl.remove(0)
+		rep.Termed = termed.name
+		at := time.Now()
+		_ = termed.cmd.Process.Signal(syscall.SIGTERM)
+		if err := startService(3); err != nil {
+			chaosDone <- err
+			return
+		}
+		rep.Started = "service-3"
+		select {
+		case <-termed.exited:
+			rep.TermToExit = time.Since(at)
+			rep.TermExitOK = termed.exitErr == nil
+		case <-ctx.Done():
+			chaosDone <- ctx.Err()
+			return
+		}
+		chaosDone <- nil
+	}()
+	for i := range c.N {
+		id := fmt.Sprintf("fleet-%04d", i)
+		kind := []string{"Greet", "FanOut", "Approval"}[i%3]
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			t0 := time.Now()
+			err := drive(ctx, &fl, id, kind)
+			if err == nil {
+				completed.Add(1)
+			}
+			outcomes <- outcome{id: id, kind: kind, took: time.Since(t0), err: err}
+		})
+	}
+	wg.Wait()
+	rep.Elapsed = time.Since(began)
+	close(outcomes)
+	kinds := map[string]string{}
+	for o := range outcomes {
+		kinds[o.id] = o.kind
+		if o.err != nil {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s (%s): %v", o.id, o.kind, o.err))
+			continue
+		}
+		rep.Completed++
+		rep.Latency = append(rep.Latency, o.took)
+		if o.kind == "Greet" {
+			rep.Greet = append(rep.Greet, o.took)
+		}
+	}
+	rep.Retries = fl.retries.Load()
+	if err := <-chaosDone; err != nil {
+		return rep, err
+	}
+	if rep.TermToExit > c.Grace || !rep.TermExitOK {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%s exited %v after SIGTERM (grace %v), cleanly: %v", rep.Termed, rep.TermToExit, c.Grace, rep.TermExitOK))
+	}
+	problems, err := check(ctx, emu.address(), cert, kinds)
+	if err != nil {
+		return rep, err
+	}
+	rep.Problems = append(rep.Problems, problems...)
+	return rep, nil
+}
+
+// fleet is the live services, as a load balancer sees them.
+type fleet struct {
+	mu      sync.Mutex
+	live    []*proc
+	next    int
+	retries atomic.Int64
+}
+
+func (f *fleet) add(p *proc) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.live = append(f.live, p)
+}
+
+// remove takes the i-th live service out of rotation and returns it.
+func (f *fleet) remove(i int) *proc {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.live[i]
+	f.live = append(f.live[:i:i], f.live[i+1:]...)
+	return p
+}
+
+func (f *fleet) pick() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.next++
+	return f.live[f.next%len(f.live)].address()
+}
+
+// do sends a request to the next service, and to the next again after a
+// transport error or a 5xx, until ctx ends; it returns the status and
+// the decoded JSON body.
+func (f *fleet) do(ctx context.Context, method, path, body string, header map[string]string) (int, map[string]any, error) {
+	for {
+		req, err := http.NewRequestWithContext(ctx, method, "http://"+f.pick()+path, strings.NewReader(body))
+		if err != nil {
+			return 0, nil, err
+		}
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			var m map[string]any
+			b, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if rerr == nil && resp.StatusCode < 500 {
+				if len(b) > 0 {
+					_ = json.Unmarshal(b, &m)
+				}
+				return resp.StatusCode, m, nil
+			}
+		}
+		if ctx.Err() != nil {
+			return 0, nil, ctx.Err()
+		}
+		f.retries.Add(1)
+		select {
+		case <-ctx.Done():
+			return 0, nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// drive runs one orchestration through the API: start, the event an
+// Approval waits for, and the wait for its end.
+func drive(ctx context.Context, f *fleet, id, kind string) error {
+	input := map[string]string{"Greet": `{"name":"` + id + `"}`, "FanOut": `{"count":5}`, "Approval": `{"item":"` + id + `"}`}[kind]
+	status, body, err := f.do(ctx, "POST", "/v1/instances", `{"name":"`+kind+`","instanceId":"`+id+`","input":`+input+`}`,
+		map[string]string{"Idempotency-Key": "start-" + id})
+	if err != nil {
+		return err
+	}
+	if status != http.StatusCreated && status != http.StatusConflict { // 409: a resent start found it
+		return fmt.Errorf("start: %d %v", status, body)
+	}
+	if kind == "Approval" {
+		for {
+			status, body, err = f.do(ctx, "GET", "/v1/instances/"+id, "", nil)
+			if err != nil {
+				return err
+			}
+			if status == http.StatusOK && body["customStatus"] == "waiting for a decision" {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		status, body, err = f.do(ctx, "POST", "/v1/instances/"+id+"/events/decision", `{"approved":true,"by":"fleet"}`,
+			map[string]string{"Idempotency-Key": "decision-" + id})
+		if err != nil {
+			return err
+		}
+		if status != http.StatusAccepted {
+			return fmt.Errorf("event: %d %v", status, body)
+		}
+	}
+	for {
+		status, body, err = f.do(ctx, "GET", "/v1/instances/"+id+"?wait=20s", "", nil)
+		if err != nil {
+			return err
+		}
+		switch {
+		case status == http.StatusOK && body["state"] == "Completed":
+			return nil
+		case status == http.StatusOK && body["state"] == "Failed":
+			return fmt.Errorf("failed: %v", body["failure"])
+		}
+	}
+}
+
+// check reads every instance's history back from the emulator and
+// checks it: one execution, started and completed once with the
+// expected output, each activity completed once, each event once.
+func check(ctx context.Context, endpoint, certFile string, kinds map[string]string) ([]string, error) {
+	pem, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	p, err := provider.New(ctx, provider.Config{Mode: provider.ModePolling, Store: store.Options{Endpoint: endpoint, Key: cosmosemu.WellKnownKey,
+		Database: "fleet", Container: "fleet",
+		ClientOptions: &azcosmos.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: tr}}}}})
+	if err != nil {
+		return nil, fmt.Errorf("open the store to check it: %w", err)
+	}
+	defer p.Close()
+	admin, _ := p.Admin()
+	var problems []string
+	for id, kind := range kinds {
+		execs, err := admin.ListExecutions(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if len(execs) != 1 {
+			problems = append(problems, fmt.Sprintf("%s: executions %v", id, execs))
+			continue
+		}
+		events, err := admin.ReadHistory(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if msg := checkHistory(id, kind, events); msg != "" {
+			problems = append(problems, id+": "+msg)
+		}
+	}
+	sort.Strings(problems)
+	return problems, nil
+}
+
+// checkHistory checks one history; "" when it is right.
+func checkHistory(id, kind string, events []history.Event) string {
+	started, completed := 0, 0
+	scheduled := map[uint64]bool{}
+	done := map[uint64]int{}
+	raised := 0
+	var output string
+	for _, e := range events {
+		switch k := e.Kind.(type) {
+		case history.OrchestrationStarted:
+			started++
+		case history.OrchestrationCompleted:
+			completed++
+			output = k.Output
+		case history.ActivityScheduled:
+			scheduled[e.EventID] = true
+		case history.ActivityCompleted, history.ActivityFailed:
+			done[e.SourceEventID]++
+		case history.ExternalEvent:
+			raised++
+		}
+	}
+	want := map[string]string{"Greet": `"Hello, ` + id + `!"`, "FanOut": "55", "Approval": `{"item":"` + id + `","approved":true,"by":"fleet"}`}[kind]
+	switch {
+	case started != 1 || completed != 1:
+		return fmt.Sprintf("started %d times, completed %d times", started, completed)
+	case output != want:
+		return fmt.Sprintf("output %s, want %s", output, want)
+	case kind == "Approval" && raised != 1:
+		return fmt.Sprintf("the decision was received %d times", raised)
+	}
+	for ev := range scheduled {
+		if done[ev] != 1 {
+			return fmt.Sprintf("activity %d completed %d times", ev, done[ev])
+		}
+	}
+	if len(done) != len(scheduled) {
+		return fmt.Sprintf("%d completions for %d activities", len(done), len(scheduled))
+	}
+	return ""
+}
