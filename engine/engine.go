@@ -75,6 +75,7 @@ type Engine struct {
 	workWaiting atomic.Int32 // FetchWorkItem calls in flight
 	workPeak    atomic.Int32 // their high-water mark
 	hint        hintState
+	met         meters
 	hinted      map[string]hintSeen // other replicas' hints: replica -> latest
 
 	stats engineStats
@@ -234,6 +235,7 @@ func New(s *store.Store, o Options) (*Engine, error) {
 	}
 	e.work, _ = wakeup.New(wakeup.Options{MaxPendingPerSlot: workSlotBound, Clock: o.Clock})
 	e.maint, _ = wakeup.New(wakeup.Options{Clock: o.Clock})
+	e.startMeters(o.MeterProvider)
 	if o.PeerWake != nil {
 		if err := e.startPeerWake(); err != nil {
 			return nil, err
@@ -525,6 +527,7 @@ func (e *Engine) Close(graceful bool) {
 	}
 	e.wg.Wait()
 	e.stopPeerWake()
+	e.stopMeters()
 	e.closeHubs()
 }
 

@@ -126,6 +126,9 @@ func (e *Engine) orchWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 		}
 	}
 	r, ran, err := e.lockOnce(ctx, w.Slot, instance, lockTimeout, filter)
+	if r.Item != nil {
+		e.wakeLatency("orchestrator", r.Due)
+	}
 	if !ran || err != nil || r.Item != nil {
 		return r.Item, err
 	}
@@ -403,8 +406,11 @@ func (e *Engine) workWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 	// read it only when that cannot decide.
 	item, head, until, tried, err := e.s.TryLockWork(ctx, instance, id, lockTimeout, tags, e.holder())
 	if tried {
-		if item != nil && e.isJoined() && e.isOwned(head.DispatchSlot) {
-			e.work.SignalAt(head.DispatchSlot, w.Instance, msTime(until))
+		if item != nil {
+			e.wakeLatency("worker", head.Due())
+			if e.isJoined() && e.isOwned(head.DispatchSlot) {
+				e.work.SignalAt(head.DispatchSlot, w.Instance, msTime(until))
+			}
 		}
 		return item, err
 	}
@@ -449,6 +455,9 @@ func (e *Engine) workWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 		}
 	}
 	item, until, err = e.s.LockWork(ctx, q, lockTimeout, e.holder())
+	if item != nil {
+		e.wakeLatency("worker", q.Due())
+	}
 	if item != nil && e.isJoined() && e.isOwned(q.DispatchSlot) {
 		e.work.SignalAt(q.DispatchSlot, workKey(q.InstanceID, q.ID), msTime(until))
 	}

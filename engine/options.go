@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/metric"
 	"math"
 	"time"
 
@@ -41,6 +42,10 @@ type Options struct {
 	// PeerWakeOptions); nil leaves it off, and other processes' writes are
 	// seen at the next change-feed read.
 	PeerWake *PeerWakeOptions
+	// MeterProvider receives the engine's metrics: wake latency, slots
+	// owned, the feeds' pending changes and lag (engine.Metric*; default:
+	// none).
+	MeterProvider metric.MeterProvider
 	// SiblingWait, when positive, bounds how long a turn without an await
 	// hint (below) waits for its sibling activities (default 0: no turn
 	// without a hint is put off). A wakeup for an instance that still has

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/engine"
@@ -60,6 +61,12 @@ type Config struct {
 	// status codes, never keys or payloads) of every part whose own
 	// Logger is nil. Default: no logging.
 	Logger *zap.Logger
+	// MeterProvider receives the metrics of every part whose own
+	// MeterProvider is nil: the store's requests (by operation and
+	// status, request units, durations, throttles, retries) and the
+	// event-driven engine's (wake latency, slots owned, feed pending and
+	// lag). Default: none, at no cost.
+	MeterProvider metric.MeterProvider
 }
 
 // ConfigFromEnv reads COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_DATABASE and

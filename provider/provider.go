@@ -75,6 +75,9 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if so.Logger == nil {
 		so.Logger = cfg.Logger
 	}
+	if so.MeterProvider == nil {
+		so.MeterProvider = cfg.MeterProvider
+	}
 	if cfg.Mode == ModePolling && so.InstanceCacheSize == 0 {
 		so.InstanceCacheSize = -1 // the seeds' order: every lock and ack reads the instance
 	}
@@ -100,6 +103,9 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		}
 		if o.Logger == nil {
 			o.Logger = cfg.Logger
+		}
+		if o.MeterProvider == nil {
+			o.MeterProvider = cfg.MeterProvider
 		}
 		ev, err := engine.New(s, o)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/conformance"
@@ -96,6 +97,8 @@ type testCfg struct {
 	peerWake    *engine.PeerWakeOptions
 	siblingWait time.Duration
 	awaitHold   time.Duration
+	// meterProvider is Config.MeterProvider.
+	meterProvider metric.MeterProvider
 }
 
 // config is the Config of c.
@@ -120,7 +123,8 @@ func (c testCfg) config() Config {
 			SiblingWait:         c.siblingWait,
 			AwaitHold:           c.awaitHold,
 		},
-		Logger: c.Logger,
+		Logger:        c.Logger,
+		MeterProvider: c.meterProvider,
 	}
 }
 

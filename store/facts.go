@@ -31,6 +31,17 @@ func (q QueueHead) IsOrchestrator() bool { return q.Type == typeOrchQueue }
 // IsQueue reports whether a document type is a queue message's.
 func IsQueue(docType string) bool { return docType == typeOrchQueue || docType == typeWorkQueue }
 
+// Due returns when the message became takeable (unix ms): its enqueue
+// (EnqueuedAt is in microseconds, by its writer's clock), or its
+// visibility time when later (a timer, a delayed retry).
+func (h QueueHead) Due() int64 {
+	enq := h.EnqueuedAt
+	if enq > 1e14 { // microseconds (milliseconds in documents written before that)
+		enq /= 1000
+	}
+	return max(enq, h.VisibleAt)
+}
+
 func (d queueDoc) head() QueueHead {
 	return QueueHead{ID: d.ID, InstanceID: d.InstanceID, Type: d.Type, DispatchSlot: d.DispatchSlot,
 		VisibleAt: d.VisibleAt, LockedUntil: d.LockedUntil, EnqueuedAt: d.EnqueuedAt}

@@ -232,7 +232,7 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 		p.ic.hold(token, nd, instETag, res.session, len(ops[0].body), q.view.kv, true)
 	}
 	item = turnItem(instance, token, keep, d, committed, q.view)
-	return item, lockState{heldUntil: until, more: len(drop) > 0, lockedMsgs: nd.LockedMsgs}, nil, false, nil
+	return item, lockState{heldUntil: until, more: len(drop) > 0, lockedMsgs: nd.LockedMsgs, due: dueOf(keep)}, nil, false, nil
 }
 
 // lockOps are the lock batch of a turn of keep: the instance document

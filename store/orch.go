@@ -85,6 +85,8 @@ type lockState struct {
 	refused string
 	// heldUntil is set when an item is returned: our lock's expiry (ms).
 	heldUntil int64
+	// due is when the oldest message the turn took became takeable (ms).
+	due int64
 	// more is set when messages were left queued behind the turn (more
 	// than a turn takes): they need a wakeup once the lock is released.
 	more bool
@@ -122,6 +124,19 @@ type LockRequest struct {
 	Owner string
 }
 
+// dueOf returns when the oldest of msgs became takeable (unix ms): its
+// enqueue, or a timer's fire time; 0 for none.
+func dueOf(msgs []lockedMessage) int64 {
+	var due int64
+	for _, m := range msgs {
+		t := m.doc.head().Due()
+		if due == 0 || t < due {
+			due = t
+		}
+	}
+	return due
+}
+
 // LockResult is what LockInstance did.
 type LockResult struct {
 	// Item is the locked turn, or nil when nothing was locked.
@@ -131,6 +146,10 @@ type LockResult struct {
 	// is released).
 	HeldUntil int64
 	More      bool
+	// Due is when the oldest message the turn took became takeable: its
+	// enqueue (by its writer's clock), or a timer's fire time (unix ms;
+	// 0 when unknown). Now minus Due is the wake latency.
+	Due int64
 	// LockedMsgs are the messages the lock took: feed heads of theirs are
 	// stale from now on.
 	LockedMsgs []string
@@ -157,7 +176,7 @@ type LockResult struct {
 // error when another writer won a race for it.
 func (p *Store) LockInstance(ctx context.Context, req LockRequest) (LockResult, error) {
 	item, st, err := p.lockInstanceBody(ctx, req)
-	r := LockResult{Item: item, HeldUntil: st.heldUntil, More: st.more, LockedMsgs: st.lockedMsgs,
+	r := LockResult{Item: item, HeldUntil: st.heldUntil, More: st.more, LockedMsgs: st.lockedMsgs, Due: st.due,
 		LockedUntil: st.lockedUntil, Refused: st.refused, UnusedHeads: st.unusedHeads, Wrote: st.wrote}
 	if len(st.published) > 0 {
 		r.Published = &Commit{Source: req.Instance, Intents: st.published}
@@ -393,7 +412,7 @@ func (p *Store) lockTurn(ctx context.Context, instance string, c *cachedInst, pr
 		}
 	}
 	item := turnItem(instance, token, keep, d, committed, view)
-	return item, lockState{heldUntil: until, more: more || len(drop) > 0, lockedMsgs: nd.LockedMsgs}, nil
+	return item, lockState{heldUntil: until, more: more || len(drop) > 0, lockedMsgs: nd.LockedMsgs, due: dueOf(keep)}, nil
 }
 
 // lockLanded reads back the instance document after a lock batch failed

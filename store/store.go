@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/durable"
@@ -57,6 +58,11 @@ type Options struct {
 	// to exist (deployed by infrastructure code) and a missing one is an
 	// error.
 	CreateIfMissing *bool
+	// MeterProvider receives the metrics of every HTTP attempt of the
+	// store's client, the dispatchers' and lease documents' included:
+	// requests by operation and status, request units, durations, 429s
+	// and retries (store.Metric*; default: none).
+	MeterProvider metric.MeterProvider
 	// ClientOptions are passed to the SDK (transport, retries, telemetry).
 	// The store replaces Retry.ShouldRetry: the SDK's generic retries
 	// resend only requests the service refused before acting on them and
@@ -136,7 +142,8 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		opts = *o.ClientOptions
 	}
 	missing := new(atomic.Bool)
-	opts.PerCallPolicies = append(append([]policy.Policy{}, opts.PerCallPolicies...), pkHeaderPolicy{}, ownerWatch{missing})
+	opts.PerCallPolicies = append(append([]policy.Policy{}, opts.PerCallPolicies...), pkHeaderPolicy{}, ownerWatch{missing}, perCall{})
+	opts.PerRetryPolicies = append(append([]policy.Policy{}, opts.PerRetryPolicies...), perRetry{newRequestMeter(o.MeterProvider)})
 	opts.Retry.ShouldRetry = sdkShouldRetry
 	var cl *azcosmos.Client
 	var err error

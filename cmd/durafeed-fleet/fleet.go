@@ -36,6 +36,7 @@ type proc struct {
 	addr string // the service's HTTP address, or the emulator's endpoint
 	// events are closed when the process printed the matching line.
 	listening, ready, stopped chan struct{}
+	released                  chan struct{} // the service's leases went to the others
 	exited                    chan struct{}
 	exitErr                   error
 }
@@ -44,7 +45,7 @@ type proc struct {
 // service's and the emulator's start-up lines.
 func start(ctx context.Context, name, bin string, args, env []string, log io.Writer) (*proc, error) {
 	p := &proc{name: name, listening: make(chan struct{}), ready: make(chan struct{}), stopped: make(chan struct{}),
-		exited: make(chan struct{})}
+		released: make(chan struct{}), exited: make(chan struct{})}
 	p.cmd = exec.CommandContext(ctx, bin, args...)
 	p.cmd.Env = env
 	out, err := p.cmd.StdoutPipe()
@@ -58,7 +59,7 @@ func start(ctx context.Context, name, bin string, args, env []string, log io.Wri
 	go func() {
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		var once [3]sync.Once
+		var once [4]sync.Once
 		for sc.Scan() {
 			line := sc.Text()
 			switch {
@@ -75,6 +76,8 @@ func start(ctx context.Context, name, bin string, args, env []string, log io.Wri
 				once[1].Do(func() { close(p.ready) })
 			case strings.Contains(line, `"msg":"stopped"`):
 				once[2].Do(func() { close(p.stopped) })
+			case strings.Contains(line, `"msg":"released"`):
+				once[3].Do(func() { close(p.released) })
 			case strings.Contains(line, `"level":"error"`):
 				fmt.Fprintf(log, "%s: %s\n", name, line)
 			}
@@ -116,7 +119,7 @@ type report struct {
 	Latency, Greet          []time.Duration
 	Retries                 int64
 	TermToExit              time.Duration
-	TermExitOK              bool
+	TermExitOK, HandedOff   bool
 	Grace                   time.Duration
 	Killed, Termed, Started string
 	Problems                []string
@@ -138,7 +141,7 @@ func (r *report) write(w io.Writer) {
 		pct(r.Latency, 0.5).Round(time.Millisecond), pct(r.Latency, 0.99).Round(time.Millisecond), pct(r.Latency, 1).Round(time.Millisecond))
 	fmt.Fprintf(w, "  Greet         p50 %v  p99 %v (one activity: the wake latency's proxy)\n",
 		pct(r.Greet, 0.5).Round(time.Millisecond), pct(r.Greet, 0.99).Round(time.Millisecond))
-	fmt.Fprintf(w, "  SIGTERM       exited %v after the signal (grace %v), status 0: %v\n", r.TermToExit.Round(time.Millisecond), r.Grace, r.TermExitOK)
+	fmt.Fprintf(w, "  SIGTERM       exited %v after the signal (grace %v), status 0: %v, leases handed over: %v\n", r.TermToExit.Round(time.Millisecond), r.Grace, r.TermExitOK, r.HandedOff)
 	fmt.Fprintf(w, "  HTTP retries  %d (requests that failed on a stopped service and went to the next)\n", r.Retries)
 	if len(r.Problems) == 0 {
 		fmt.Fprintln(w, "  checks        every orchestration completed once with its output; every activity and event once")
@@ -271,6 +274,11 @@ func run(ctx context.Context, c config) (*report, error) {
 		case <-termed.exited:
 			rep.TermToExit = time.Since(at)
 			rep.TermExitOK = termed.exitErr == nil
+			select {
+			case <-termed.released:
+				rep.HandedOff = true
+			default:
+			}
 		case <-ctx.Done():
 			chaosDone <- ctx.Err()
 			return
@@ -317,8 +325,9 @@ func run(ctx context.Context, c config) (*report, error) {
 	if err := <-chaosDone; err != nil {
 		return rep, err
 	}
-	if rep.TermToExit > c.Grace || !rep.TermExitOK {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("%s exited %v after SIGTERM (grace %v), cleanly: %v", rep.Termed, rep.TermToExit, c.Grace, rep.TermExitOK))
+	if rep.TermToExit > c.Grace || !rep.TermExitOK || !rep.HandedOff {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%s exited %v after SIGTERM (grace %v), cleanly: %v, leases handed over: %v",
+			rep.Termed, rep.TermToExit, c.Grace, rep.TermExitOK, rep.HandedOff))
 	}
 	problems, err := check(ctx, emu.address(), cert, kinds)
 	if err != nil {

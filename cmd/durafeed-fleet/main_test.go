@@ -23,7 +23,7 @@ func TestFleet(t *testing.T) {
 	t.Log(out.String())
 	require.NoError(t, err, "%s\n%s", out.String(), log.String())
 	require.Contains(t, out.String(), "completed     60 of 60")
-	require.Contains(t, out.String(), "status 0: true")
+	require.Contains(t, out.String(), "status 0: true, leases handed over: true")
 }
 
 // TestCheckHistory: the checker tells a right history from each kind of

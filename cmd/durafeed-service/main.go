@@ -122,6 +122,7 @@ func run(ctx context.Context, cfg config, getenv func(string) string, log *zap.L
 	if err != nil {
 		return err
 	}
+	pcfg.MeterProvider = tel.meter
 	defer func() {
 		if cerr := closeStore(); err == nil {
 			err = cerr

@@ -186,6 +186,9 @@ func TestServiceServesAndStops(t *testing.T) {
 	require.Contains(t, string(metrics), "durafeed_orchestration_turns")
 	require.Contains(t, string(metrics), `durafeed_activity_executions`)
 	require.Contains(t, string(metrics), `durafeed_activity_name="Square"`)
+	require.Contains(t, string(metrics), `durafeed_cosmos_requests`, "the provider's metrics")
+	require.Contains(t, string(metrics), `db_operation_name="batch"`)
+	require.Contains(t, string(metrics), `durafeed_engine_wake_latency`)
 
 	require.NoError(t, stop())
 	out := logs.String()
