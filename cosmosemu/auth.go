@@ -19,10 +19,15 @@ const maxClockSkew = 15 * time.Minute
 // master-key HMAC-SHA256 over verb, resource type, resource link and date,
 // or an Entra ID token checked for structure only (as Microsoft's emulator
 // does). rtype and link come from the normalized request path.
-func (s *Server) authenticate(r *http.Request, rtype, link string) *apiError {
+//
+// With Options.Auth it also refuses key-signed requests when local
+// authentication is disabled, and checks a token's audience, tenant,
+// issuer and expiry; the principal it returns for a token is then
+// authorized per request (authorize).
+func (s *Server) authenticate(r *http.Request, rtype, link string) (*principal, *apiError) {
 	raw := r.Header.Get("Authorization")
 	if raw == "" {
-		return newErr(http.StatusUnauthorized, msgAuthMissing)
+		return nil, newErr(http.StatusUnauthorized, msgAuthMissing)
 	}
 	decoded, err := url.PathUnescape(raw)
 	if err != nil {
@@ -38,12 +43,64 @@ func (s *Server) authenticate(r *http.Request, rtype, link string) *apiError {
 	}
 	switch strings.ToLower(fields["type"]) {
 	case "master":
-		return s.checkMaster(r, rtype, link, fields["sig"])
+		if a := s.auth.Load(); a != nil && a.DisableLocalAuth {
+			return nil, newErrSub(http.StatusUnauthorized, subStatusLocalAuthDisabled, "Local Authorization is disabled. Use an AAD token to authorize all requests.")
+		}
+		return nil, s.checkMaster(r, rtype, link, fields["sig"])
 	case "aad":
-		return checkAADToken(fields["sig"])
+		claims, aerr := checkAADToken(fields["sig"])
+		if aerr != nil {
+			return nil, aerr
+		}
+		a := s.auth.Load()
+		if a == nil {
+			return nil, nil
+		}
+		return s.checkClaims(a, claims)
 	default:
-		return newErr(http.StatusUnauthorized, "The input authorization token can't serve the request. Please check that the expected payload is built as per the protocol, and check the key being used. Learn more: https://aka.ms/cosmosdb-tsg-unauthorized")
+		return nil, newErr(http.StatusUnauthorized, "The input authorization token can't serve the request. Please check that the expected payload is built as per the protocol, and check the key being used. Learn more: https://aka.ms/cosmosdb-tsg-unauthorized")
 	}
+}
+
+// aadRefusal is the service's answer to a token it does not accept.
+func aadRefusal(why string) *apiError {
+	return newErr(http.StatusUnauthorized, "Request blocked by Auth: the AAD token is invalid ("+why+"). Learn more: https://aka.ms/cosmosdb-tsg-unauthorized")
+}
+
+// checkClaims checks a token's claims against Options.Auth: an expiry,
+// an accepted audience, the tenant and its issuer, and an object id (the
+// principal roles are assigned to).
+func (s *Server) checkClaims(a *AuthOptions, claims map[string]any) (*principal, *apiError) {
+	str := func(k string) string { v, _ := claims[k].(string); return v }
+	if _, ok := claims["exp"].(float64); !ok {
+		return nil, aadRefusal("no expiry")
+	}
+	audiences := a.Audiences
+	if len(audiences) == 0 {
+		audiences = []string{"https://cosmos.azure.com"}
+		if u, err := url.Parse(s.Endpoint()); err == nil {
+			audiences = append(audiences, u.Scheme+"://"+u.Hostname())
+		}
+	}
+	aud := strings.TrimSuffix(str("aud"), "/")
+	found := false
+	for _, want := range audiences {
+		found = found || aud == strings.TrimSuffix(want, "/")
+	}
+	if !found {
+		return nil, aadRefusal("audience " + aud + " is not this account's")
+	}
+	if a.TenantID != "" {
+		iss := str("iss")
+		if str("tid") != a.TenantID || (iss != "https://sts.windows.net/"+a.TenantID+"/" && iss != "https://login.microsoftonline.com/"+a.TenantID+"/v2.0") {
+			return nil, aadRefusal("the token is not of this account's tenant")
+		}
+	}
+	oid := str("oid")
+	if oid == "" {
+		return nil, aadRefusal("no object id")
+	}
+	return &principal{oid: oid}, nil
 }
 
 func (s *Server) checkMaster(r *http.Request, rtype, link, sig string) *apiError {
@@ -78,30 +135,29 @@ func (s *Server) checkMaster(r *http.Request, rtype, link, sig string) *apiError
 
 // checkAADToken accepts any well-formed, unexpired JWT: three base64url
 // segments whose first two are JSON objects. Signatures are not verified.
-func checkAADToken(tok string) *apiError {
-	bad := func(why string) *apiError {
-		return newErr(http.StatusUnauthorized, "Request blocked by Auth: the AAD token is invalid ("+why+"). Learn more: https://aka.ms/cosmosdb-tsg-unauthorized")
-	}
+// It returns the token's claims.
+func checkAADToken(tok string) (map[string]any, *apiError) {
+	bad := aadRefusal
 	parts := strings.Split(tok, ".")
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" {
-		return bad("malformed token")
+		return nil, bad("malformed token")
 	}
 	var header, claims map[string]any
 	for i, dst := range []*map[string]any{&header, &claims} {
 		b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[i], "="))
 		if err != nil {
-			return bad("segment is not base64url")
+			return nil, bad("segment is not base64url")
 		}
 		if err := json.Unmarshal(b, dst); err != nil {
-			return bad("segment is not a JSON object")
+			return nil, bad("segment is not a JSON object")
 		}
 	}
 	now := time.Now().Unix()
 	if exp, ok := claims["exp"].(float64); ok && int64(exp) < now-int64(maxClockSkew/time.Second) {
-		return bad("token expired")
+		return nil, bad("token expired")
 	}
 	if nbf, ok := claims["nbf"].(float64); ok && int64(nbf) > now+int64(maxClockSkew/time.Second) {
-		return bad("token not yet valid")
+		return nil, bad("token not yet valid")
 	}
-	return nil
+	return claims, nil
 }

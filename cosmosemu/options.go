@@ -56,6 +56,13 @@ type Options struct {
 	// "South Central US".
 	Region string
 
+	// Auth makes the emulator enforce what an account with Microsoft
+	// Entra ID enforces: local (key) authentication disabled, token
+	// audience, tenant and expiry, data-plane role assignments, and no
+	// management operations by token. Default nil: any key-signed request
+	// with the key and any well-formed, unexpired token are served.
+	Auth *AuthOptions
+
 	// Logger receives operational logs (never keys or document bodies).
 	// Default zap.NewNop().
 	Logger *zap.Logger

@@ -1,6 +1,7 @@
 package cosmosemu
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -25,10 +26,19 @@ type patchSpec struct {
 	condition *query.Query
 }
 
+// parsePatch parses a patch body: {"operations": [...], "condition": ...}
+// as the Go SDK sends it, or a bare array of operations, which other SDKs
+// send and the service accepts.
 func parsePatch(body []byte) (*patchSpec, *apiError) {
 	var raw struct {
 		Operations []patchOp `json:"operations"`
 		Condition  *string   `json:"condition"`
+	}
+	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '[' {
+		if err := json.Unmarshal(trimmed, &raw.Operations); err != nil {
+			return nil, errBadRequest("The patch request body is invalid: %s", err.Error())
+		}
+		return buildPatch(raw.Operations, nil)
 	}
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return nil, errBadRequest("The patch request body is invalid: %s", err.Error())

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -37,6 +38,8 @@ type Server struct {
 	admin    http.Handler
 	done     chan struct{}
 	serveErr error
+	// auth is the enforcement in force (Options.Auth, then SetAuth).
+	auth atomic.Pointer[AuthOptions]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -66,6 +69,10 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		listener: ln,
 		store:    newStore(opts.PartitionCount, opts.Clock),
 		done:     make(chan struct{}),
+	}
+	if opts.Auth != nil {
+		a := *opts.Auth
+		s.auth.Store(&a)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	scheme := "https"
@@ -122,6 +129,23 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 // Endpoint is the account endpoint clients connect to, with a trailing slash
 // (e.g. "https://127.0.0.1:54321/").
 func (s *Server) Endpoint() string { return s.endpoint }
+
+// SetAuth replaces the authentication and authorization the emulator
+// enforces (Options.Auth; nil: the default, keys and any well-formed
+// token). A test creates the database and container with the key first,
+// as a deployment creates them, and then disables local
+// authentication. Requests under way finish under the rules they started
+// with.
+func (s *Server) SetAuth(a *AuthOptions) {
+	if a == nil {
+		s.auth.Store(nil)
+		return
+	}
+	c := *a
+	c.RoleAssignments = append([]RoleAssignment(nil), a.RoleAssignments...)
+	c.Audiences = append([]string(nil), a.Audiences...)
+	s.auth.Store(&c)
+}
 
 // Key is the base64 master key requests are verified against.
 func (s *Server) Key() string { return s.opts.Key }
@@ -232,7 +256,8 @@ func (s *Server) prepare(ctx context.Context, req *Request) *Response {
 	rtype, link := authResource(segs)
 	req.ResourceType = ResourceType(rtype)
 	req.ResourceLink = link
-	if aerr := s.authenticate(r, rtype, link); aerr != nil {
+	who, aerr := s.authenticate(r, rtype, link)
+	if aerr != nil {
 		return errResponse(req, aerr)
 	}
 	if r.Body != nil {
@@ -247,6 +272,11 @@ func (s *Server) prepare(ctx context.Context, req *Request) *Response {
 	}
 	if rerr := s.route(ctx, req); rerr != nil {
 		return errResponse(req, rerr)
+	}
+	if who != nil {
+		if aerr := s.authorize(who, req); aerr != nil {
+			return errResponse(req, aerr)
+		}
 	}
 	return nil
 }

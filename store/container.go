@@ -80,7 +80,7 @@ func ensureOnce(ctx context.Context, client *azcosmos.Client, database, containe
 		return err
 	}
 	if !create {
-		return fmt.Errorf("provider: container %q in database %q does not exist (creation is disabled: set Config.CreateIfMissing, or deploy it)", container, database)
+		return fmt.Errorf("store: container %q in database %q does not exist (with Entra ID the store does not create it, as data-plane roles cannot: deploy it, or set Options.CreateIfMissing with a key)", container, database)
 	}
 	if _, err := client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: database}, nil); err != nil && !isStatus(err, http.StatusConflict) {
 		return err
