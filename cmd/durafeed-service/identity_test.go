@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/stretchr/testify/require"
+
+	"github.com/durafeed/durafeed/cosmosemu"
+	"github.com/durafeed/durafeed/store"
+)
+
+// TestServiceWithManagedIdentity runs the service as the deployment runs
+// it: no key, AZURE_CLIENT_ID naming a user-assigned managed identity,
+// whose tokens DefaultAzureCredential gets from the platform's identity
+// endpoint (IDENTITY_ENDPOINT and IDENTITY_HEADER, as Container Apps
+// sets them; here a stand-in that mints the emulator's tokens for the
+// identity's principal), on an emulator with keys disabled, the database
+// and container made beforehand, and the principal holding Data
+// Contributor. The service serves an orchestration and stops cleanly.
+func TestServiceWithManagedIdentity(t *testing.T) {
+	t.Parallel()
+	const (
+		tenant   = "11111111-1111-1111-1111-111111111111"
+		clientID = "aaaaaaaa-0000-0000-0000-000000000001"
+		objectID = "bbbbbbbb-0000-0000-0000-000000000002"
+		secret   = "identity-header-secret"
+	)
+	emu, err := cosmosemu.Start(context.Background(), cosmosemu.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = emu.Close() })
+	_, err = store.New(context.Background(), store.Options{Endpoint: emu.Endpoint(), Key: emu.Key(), Database: "durafeed",
+		Container: "durafeed", ClientOptions: emu.ClientOptions()})
+	require.NoError(t, err)
+	emu.SetAuth(&cosmosemu.AuthOptions{DisableLocalAuth: true, TenantID: tenant, RoleAssignments: []cosmosemu.RoleAssignment{
+		{PrincipalID: objectID, RoleDefinitionID: cosmosemu.DataContributorRole, Scope: "/dbs/durafeed"}}})
+	cert := filepath.Join(t.TempDir(), "cosmosemu.pem")
+	require.NoError(t, os.WriteFile(cert, emu.CertificatePEM(), 0o644))
+
+	var tokens atomic.Int64
+	identity := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if r.Header.Get("X-IDENTITY-HEADER") != secret || q.Get("client_id") != clientID {
+			http.Error(w, `{"error":"unknown identity"}`, http.StatusBadRequest)
+			return
+		}
+		tok, err := cosmosemu.TokenCredential{TenantID: tenant, ObjectID: objectID}.GetToken(r.Context(),
+			policy.TokenRequestOptions{Scopes: []string{q.Get("resource") + "/.default"}})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		tokens.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"access_token": tok.Token, "token_type": "Bearer",
+			"expires_on": strconv.FormatInt(tok.ExpiresOn.Unix(), 10), "resource": q.Get("resource"), "client_id": clientID})
+	}))
+	defer identity.Close()
+
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "DURAFEED_SERVICE_CHILD=1", "DURAFEED_LISTEN=127.0.0.1:0",
+		"COSMOS_ENDPOINT="+emu.Endpoint(), "AZURE_CLIENT_ID="+clientID, "IDENTITY_ENDPOINT="+identity.URL, "IDENTITY_HEADER="+secret,
+		"SSL_CERT_FILE="+cert)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer func() { _ = cmd.Process.Kill() }()
+	lines := make(chan string, 1000)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var seen []string
+	var addr string
+	waitFor := func(msg string) {
+		t.Helper()
+		deadline := time.After(hang)
+		for {
+			select {
+			case l, ok := <-lines:
+				require.True(t, ok, "the service ended before %q: %s", msg, strings.Join(seen, "\n"))
+				seen = append(seen, l)
+				if strings.Contains(l, `"msg":"listening"`) {
+					var v struct{ Addr string }
+					_ = json.Unmarshal([]byte(l), &v)
+					addr = v.Addr
+				}
+				if strings.Contains(l, `"msg":"`+msg+`"`) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no %q line: %s", msg, strings.Join(seen, "\n"))
+			}
+		}
+	}
+	waitFor("ready")
+	require.Contains(t, strings.Join(seen, "\n"), `"auth":"Entra ID, user-assigned managed identity"`)
+	base := "http://" + addr
+	resp, err := http.Post(base+"/v1/instances", "application/json", strings.NewReader(`{"name":"Greet","input":{"name":"MI"},"instanceId":"mi-1"}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	status, body := getJSON(t, base+"/v1/instances/mi-1?wait=50s")
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, "Hello, MI!", body["output"])
+	require.Positive(t, tokens.Load(), "the tokens came from the identity endpoint")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	waitFor("stopped")
+	for range lines {
+	}
+	require.NoError(t, cmd.Wait())
+	for _, l := range seen {
+		require.NotContains(t, l, "eyJ", "no token in the logs")
+	}
+}
