@@ -2,7 +2,9 @@ package runtime_test
 
 import (
 	"context"
+	"maps"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -91,15 +93,18 @@ func TestOneTracePerOrchestration(t *testing.T) {
 	for _, s := range spans["activity Inc"] {
 		require.True(t, turnIDs[s.Parent().SpanID()], "an activity is a child of a turn of its orchestration")
 	}
-	var outcomes []string
-	for _, s := range spans["orchestration Parent"] {
-		for _, a := range s.Attributes() {
-			if a.Key == runtime.AttrOutcome {
-				outcomes = append(outcomes, a.Value.AsString())
+	// A turn's span ends, and its metrics are recorded, once its commit
+	// has returned: a waiting client may see the commit first.
+	require.Eventually(t, func() bool {
+		for _, s := range spansOf(rec, tid)["orchestration Parent"] {
+			for _, a := range s.Attributes() {
+				if a.Key == runtime.AttrOutcome && a.Value.AsString() == "completed" {
+					return true
+				}
 			}
 		}
-	}
-	require.Contains(t, outcomes, "completed")
+		return false
+	}, 20*time.Second, time.Millisecond, "the completing turn's span")
 
 	// Started without a span: the first turn begins the trace.
 	require.NoError(t, c.StartOrchestration(ctx, "untraced", "Child", 10))
@@ -122,34 +127,44 @@ func TestOneTracePerOrchestration(t *testing.T) {
 	}
 
 	// Metrics: counted by name and outcome, with units.
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, reader.Collect(ctx, &rm))
-	got := map[string]metricdata.Metrics{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			got[m.Name] = m
+	collect := func() map[string]metricdata.Metrics {
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, reader.Collect(ctx, &rm))
+		got := map[string]metricdata.Metrics{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				got[m.Name] = m
+			}
 		}
+		return got
 	}
+	completedTurns := func(got map[string]metricdata.Metrics) map[string]int64 {
+		completed := map[string]int64{}
+		sum, _ := got[runtime.MetricTurns].Data.(metricdata.Sum[int64])
+		for _, dp := range sum.DataPoints {
+			name, _ := dp.Attributes.Value(runtime.AttrOrchestration)
+			outcome, _ := dp.Attributes.Value(runtime.AttrOutcome)
+			if outcome.AsString() == "completed" {
+				completed[name.AsString()] += dp.Value
+			}
+		}
+		return completed
+	}
+	want := map[string]int64{"Parent": 1, "Child": 2}
+	require.Eventually(t, func() bool { return maps.Equal(want, completedTurns(collect())) }, 20*time.Second, time.Millisecond,
+		"the completing turns counted: %v", want)
+	got := collect()
 	require.Equal(t, "{turn}", got[runtime.MetricTurns].Unit)
 	require.Equal(t, "s", got[runtime.MetricTurnDuration].Unit)
 	require.Equal(t, "{execution}", got[runtime.MetricActivities].Unit)
 	require.Equal(t, "s", got[runtime.MetricActivityDuration].Unit)
-	completed := map[string]int64{}
-	for _, dp := range got[runtime.MetricTurns].Data.(metricdata.Sum[int64]).DataPoints {
-		name, _ := dp.Attributes.Value(runtime.AttrOrchestration)
-		outcome, _ := dp.Attributes.Value(runtime.AttrOutcome)
-		if outcome.AsString() == "completed" {
-			completed[name.AsString()] += dp.Value
-		}
-	}
-	require.Equal(t, map[string]int64{"Parent": 1, "Child": 2}, completed)
 	var acts int64
 	for _, dp := range got[runtime.MetricActivities].Data.(metricdata.Sum[int64]).DataPoints {
 		outcome, _ := dp.Attributes.Value(runtime.AttrOutcome)
 		require.Equal(t, "completed", outcome.AsString())
 		acts += dp.Value
 	}
-	require.EqualValues(t, 6, acts)
+	require.EqualValues(t, 6, acts, "an activity is counted before its completion is acked")
 	var timed uint64
 	for _, dp := range got[runtime.MetricActivityDuration].Data.(metricdata.Histogram[float64]).DataPoints {
 		timed += dp.Count
