@@ -277,12 +277,16 @@ func (a *api) start(w http.ResponseWriter, r *http.Request) {
 	if req.Version != "" {
 		opts = append(opts, runtime.WithStartVersion(req.Version))
 	}
-	st, err := a.c.GetStatus(r.Context(), req.InstanceID)
+	st, err := a.state(r.Context(), req.InstanceID)
 	if err != nil {
 		writeError(w, providerError(err))
 		return
 	}
 	if st.State != runtime.StateNotFound {
+		if st, err = a.c.GetStatus(r.Context(), req.InstanceID); err != nil {
+			writeError(w, providerError(err))
+			return
+		}
 		body := a.describe(r.Context(), st)
 		writeJSON(w, http.StatusConflict, struct {
 			Error  apiError       `json:"error"`
@@ -405,7 +409,10 @@ func (a *api) accept(w http.ResponseWriter, r *http.Request, id string, call fun
 
 // running answers 404 or 409 and reports false unless the instance runs.
 func (a *api) running(w http.ResponseWriter, r *http.Request, id string) bool {
-	st, err := a.c.GetStatus(r.Context(), id)
+	st, err := a.state(r.Context(), id)
+	if err == nil && st.State.IsTerminal() {
+		st, err = a.c.GetStatus(r.Context(), id) // the full status, for the answer's body
+	}
 	switch {
 	case err != nil:
 		writeError(w, providerError(err))
@@ -551,6 +558,28 @@ func (a *api) remove(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, DeleteResponse{InstancesDeleted: res.InstancesDeleted, ExecutionsDeleted: res.ExecutionsDeleted,
 		EventsDeleted: res.EventsDeleted, QueueMessagesDeleted: res.QueueMessagesDeleted})
+}
+
+// state returns an instance's state from its record when the provider
+// has the admin capability (one point read on the Cosmos DB provider),
+// reading the history (which grows with the orchestration) only when the
+// record is unknown; Name, Output and Failure are not filled from the
+// record.
+func (a *api) state(ctx context.Context, id string) (runtime.Status, error) {
+	if admin, ok := a.c.Provider().Admin(); ok {
+		info, err := admin.GetInstanceInfo(ctx, id)
+		switch {
+		case err == nil && info.Status == durable.StatusRunning, err == nil && info.Status == durable.StatusContinuedAsNew:
+			return runtime.Status{Instance: id, State: runtime.StateRunning}, nil
+		case err == nil && info.Status == durable.StatusCompleted:
+			return runtime.Status{Instance: id, State: runtime.StateCompleted}, nil
+		case err == nil && info.Status == durable.StatusFailed:
+			return runtime.Status{Instance: id, State: runtime.StateFailed}, nil
+		case err != nil && durable.IsRetryable(err):
+			return runtime.Status{}, err
+		}
+	}
+	return a.c.GetStatus(ctx, id)
 }
 
 // admin returns the provider's admin capability, or answers 501.
