@@ -4,7 +4,7 @@ GO ?= go
 # so a run always exercises the code.
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: test lint fmt-check vet staticcheck fuzz-smoke demo chaos emulator emulator-sdk-check image service fleet
+.PHONY: test lint fmt-check vet staticcheck bicep-check fuzz-smoke demo chaos emulator emulator-sdk-check image service fleet
 
 # The multi-replica provider tests, run a second time with the peer wake
 # channel on (the first run has it off).
@@ -16,8 +16,9 @@ test:
 	$(GO) test $(TEST_FLAGS) ./...
 	DURAFEED_TEST_PEER_WAKE=1 $(GO) test $(TEST_FLAGS) -run '$(PEER_WAKE_TESTS)' ./provider/
 
-## lint: gofmt check, go vet, staticcheck (version pinned in go.mod).
-lint: fmt-check vet staticcheck
+## lint: gofmt check, go vet, staticcheck (version pinned in go.mod), and
+## the Bicep files parsed with the tree-sitter Bicep grammar.
+lint: fmt-check vet staticcheck bicep-check
 
 fmt-check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -27,6 +28,11 @@ vet:
 
 staticcheck:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck ./...
+
+## bicep-check: parse infra/bicep with the tree-sitter Bicep grammar (npm
+## packages pinned in infra/lint/package-lock.json; needs Node.js and npm).
+bicep-check:
+	cd infra/lint && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && node check.mjs ../bicep
 
 ## fuzz-smoke: a short run of every wire-format fuzz target.
 fuzz-smoke:

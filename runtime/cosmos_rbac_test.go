@@ -26,7 +26,7 @@ const (
 // rbacEmulator is an emulator set up as the Bicep deployment leaves an
 // account: the database and containers created beforehand (here with the
 // key), then local authentication disabled, the contributor holding
-// Cosmos DB Built-in Data Contributor on the database and the reader
+// Cosmos DB Built-in Data Contributor on each container and the reader
 // Data Reader.
 func rbacEmulator(t *testing.T, containers ...string) *cosmosemu.Server {
 	t.Helper()
@@ -38,10 +38,16 @@ func rbacEmulator(t *testing.T, containers ...string) *cosmosemu.Server {
 			Container: c, ClientOptions: emu.ClientOptions()})
 		require.NoError(t, err)
 	}
-	emu.SetAuth(&cosmosemu.AuthOptions{DisableLocalAuth: true, TenantID: rbacTenant, RoleAssignments: []cosmosemu.RoleAssignment{
-		{PrincipalID: rbacContributor, RoleDefinitionID: cosmosemu.DataContributorRole, Scope: "/dbs/samples"},
-		{PrincipalID: rbacReader, RoleDefinitionID: cosmosemu.DataReaderRole, Scope: "/dbs/samples"},
-	}})
+	// As infra/bicep assigns them: one assignment per container, scoped to
+	// that container.
+	var assignments []cosmosemu.RoleAssignment
+	for _, c := range containers {
+		scope := "/dbs/samples/colls/" + c
+		assignments = append(assignments,
+			cosmosemu.RoleAssignment{PrincipalID: rbacContributor, RoleDefinitionID: cosmosemu.DataContributorRole, Scope: scope},
+			cosmosemu.RoleAssignment{PrincipalID: rbacReader, RoleDefinitionID: cosmosemu.DataReaderRole, Scope: scope})
+	}
+	emu.SetAuth(&cosmosemu.AuthOptions{DisableLocalAuth: true, TenantID: rbacTenant, RoleAssignments: assignments})
 	return emu
 }
 
@@ -112,6 +118,14 @@ func TestEntraIDReaderCannotStart(t *testing.T) {
 		Container: "c", ClientOptions: emu.ClientOptions()}})
 	require.ErrorContains(t, err, "Local Authorization is disabled")
 
+	// A container no assignment covers is refused before anything is
+	// known of it, as the service refuses it; one that the identity's
+	// scope covers but that does not exist is named as missing.
+	_, err = entraProvider(t, emu, "missing", rbacContributor)
+	require.ErrorContains(t, err, `the identity may not read container "missing" in database "samples"`)
+	require.ErrorContains(t, err, "Microsoft.DocumentDB/databaseAccounts/readMetadata")
+	emu.SetAuth(&cosmosemu.AuthOptions{DisableLocalAuth: true, TenantID: rbacTenant, RoleAssignments: []cosmosemu.RoleAssignment{
+		{PrincipalID: rbacContributor, RoleDefinitionID: cosmosemu.DataContributorRole, Scope: "/dbs/samples"}}})
 	_, err = entraProvider(t, emu, "missing", rbacContributor)
 	require.ErrorContains(t, err, `container "missing" in database "samples" does not exist`)
 }

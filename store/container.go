@@ -36,6 +36,26 @@ func indexingPolicy() *azcosmos.IndexingPolicy {
 	return p
 }
 
+// ContainerProperties returns the container the store expects, with the
+// given id: partition key /instanceId (Hash, version 2), an indexing policy
+// that indexes only the paths its queries filter or sort on, and time to
+// live on with no default (only request records, which carry a ttl,
+// expire). The store creates this container when Options.CreateIfMissing
+// allows; a deployment that creates it beforehand (the Bicep under
+// infra/bicep, or any other tool) must create exactly this. Each call
+// returns a fresh value the caller may change.
+func ContainerProperties(id string) azcosmos.ContainerProperties {
+	ttlOnNoDefault := int32(-1)
+	return azcosmos.ContainerProperties{
+		ID: id,
+		PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{
+			Paths: []string{"/instanceId"}, Kind: azcosmos.PartitionKeyKindHash, Version: 2,
+		},
+		IndexingPolicy:    indexingPolicy(),
+		DefaultTimeToLive: &ttlOnNoDefault,
+	}
+}
+
 // ensureContainer checks that the container exists and, when allowed,
 // creates the database and container, retrying metadata throttling.
 // It warns when the container has no time to live: request records then
@@ -76,6 +96,9 @@ func ensureOnce(ctx context.Context, client *azcosmos.Client, database, containe
 		}
 		return nil
 	}
+	if isStatus(err, http.StatusForbidden) {
+		return fmt.Errorf("store: the identity may not read container %q in database %q: check the container's name and that a Cosmos DB data-plane role is assigned on it, its database or the account: %w", container, database, err)
+	}
 	if !isStatus(err, http.StatusNotFound) {
 		return err
 	}
@@ -85,18 +108,7 @@ func ensureOnce(ctx context.Context, client *azcosmos.Client, database, containe
 	if _, err := client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: database}, nil); err != nil && !isStatus(err, http.StatusConflict) {
 		return err
 	}
-	ttlOnNoDefault := int32(-1)
-	props := azcosmos.ContainerProperties{
-		ID: container,
-		PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{
-			Paths: []string{"/instanceId"}, Kind: azcosmos.PartitionKeyKindHash, Version: 2,
-		},
-		IndexingPolicy: indexingPolicy(),
-		// On, with no default: only documents that carry a ttl expire
-		// (request records).
-		DefaultTimeToLive: &ttlOnNoDefault,
-	}
-	if _, err := db.CreateContainer(ctx, props, nil); err != nil && !isStatus(err, http.StatusConflict) {
+	if _, err := db.CreateContainer(ctx, ContainerProperties(container), nil); err != nil && !isStatus(err, http.StatusConflict) {
 		return err
 	}
 	return nil

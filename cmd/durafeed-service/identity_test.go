@@ -46,7 +46,7 @@ func TestServiceWithManagedIdentity(t *testing.T) {
 		Container: "durafeed", ClientOptions: emu.ClientOptions()})
 	require.NoError(t, err)
 	emu.SetAuth(&cosmosemu.AuthOptions{DisableLocalAuth: true, TenantID: tenant, RoleAssignments: []cosmosemu.RoleAssignment{
-		{PrincipalID: objectID, RoleDefinitionID: cosmosemu.DataContributorRole, Scope: "/dbs/durafeed"}}})
+		{PrincipalID: objectID, RoleDefinitionID: cosmosemu.DataContributorRole, Scope: "/dbs/durafeed/colls/durafeed"}}})
 	cert := filepath.Join(t.TempDir(), "cosmosemu.pem")
 	require.NoError(t, os.WriteFile(cert, emu.CertificatePEM(), 0o644))
 
