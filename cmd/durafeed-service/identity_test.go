@@ -20,17 +20,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/durafeed/durafeed/cosmosemu"
-	"github.com/durafeed/durafeed/store"
 )
 
-// TestServiceWithManagedIdentity runs the service as the deployment runs
-// it: no key, AZURE_CLIENT_ID naming a user-assigned managed identity,
-// whose tokens DefaultAzureCredential gets from the platform's identity
-// endpoint (IDENTITY_ENDPOINT and IDENTITY_HEADER, as Container Apps
-// sets them; here a stand-in that mints the emulator's tokens for the
-// identity's principal), on an emulator with keys disabled, the database
-// and container made beforehand, and the principal holding Data
-// Contributor. The service serves an orchestration and stops cleanly.
+// TestServiceWithManagedIdentity runs the service as infra/bicep deploys
+// it, on the emulator: the database and container made beforehand from
+// the Bicep's container definition, keys disabled as the Bicep's account
+// disables them, the identity's principal holding the Bicep's role on the
+// Bicep's scope, and the process given the environment the Bicep's
+// container app sets (bar the listen address, a free port here). Its
+// tokens come as a user-assigned managed identity's do: AZURE_CLIENT_ID
+// names it and DefaultAzureCredential asks the platform's identity
+// endpoint (IDENTITY_ENDPOINT and IDENTITY_HEADER, as Container Apps sets
+// them; here a stand-in that mints the emulator's tokens for the
+// identity's principal). The service serves an orchestration and stops
+// cleanly.
 func TestServiceWithManagedIdentity(t *testing.T) {
 	t.Parallel()
 	const (
@@ -42,11 +45,7 @@ func TestServiceWithManagedIdentity(t *testing.T) {
 	emu, err := cosmosemu.Start(context.Background(), cosmosemu.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = emu.Close() })
-	_, err = store.New(context.Background(), store.Options{Endpoint: emu.Endpoint(), Key: emu.Key(), Database: "durafeed",
-		Container: "durafeed", ClientOptions: emu.ClientOptions()})
-	require.NoError(t, err)
-	emu.SetAuth(&cosmosemu.AuthOptions{DisableLocalAuth: true, TenantID: tenant, RoleAssignments: []cosmosemu.RoleAssignment{
-		{PrincipalID: objectID, RoleDefinitionID: cosmosemu.DataContributorRole, Scope: "/dbs/durafeed/colls/durafeed"}}})
+	d := deployOnEmulator(t, emu, tenant, objectID)
 	cert := filepath.Join(t.TempDir(), "cosmosemu.pem")
 	require.NoError(t, os.WriteFile(cert, emu.CertificatePEM(), 0o644))
 
@@ -71,8 +70,13 @@ func TestServiceWithManagedIdentity(t *testing.T) {
 	defer identity.Close()
 
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "DURAFEED_SERVICE_CHILD=1", "DURAFEED_LISTEN=127.0.0.1:0",
-		"COSMOS_ENDPOINT="+emu.Endpoint(), "AZURE_CLIENT_ID="+clientID, "IDENTITY_ENDPOINT="+identity.URL, "IDENTITY_HEADER="+secret,
+	cmd.Env = append(os.Environ(), "DURAFEED_SERVICE_CHILD=1")
+	for _, kv := range d.appEnv(t, map[string]string{"identityClientId": clientID, "cosmosEndpoint": emu.Endpoint()}) {
+		if !strings.HasPrefix(kv, "DURAFEED_LISTEN=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "DURAFEED_LISTEN=127.0.0.1:0", "IDENTITY_ENDPOINT="+identity.URL, "IDENTITY_HEADER="+secret,
 		"SSL_CERT_FILE="+cert)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
