@@ -1,20 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/stretchr/testify/require"
@@ -69,53 +66,17 @@ func TestServiceWithManagedIdentity(t *testing.T) {
 	}))
 	defer identity.Close()
 
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "DURAFEED_SERVICE_CHILD=1")
+	var env []string
 	for _, kv := range d.appEnv(t, map[string]string{"identityClientId": clientID, "cosmosEndpoint": emu.Endpoint()}) {
 		if !strings.HasPrefix(kv, "DURAFEED_LISTEN=") {
-			cmd.Env = append(cmd.Env, kv)
+			env = append(env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "DURAFEED_LISTEN=127.0.0.1:0", "IDENTITY_ENDPOINT="+identity.URL, "IDENTITY_HEADER="+secret,
-		"SSL_CERT_FILE="+cert)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	defer func() { _ = cmd.Process.Kill() }()
-	lines := make(chan string, 1000)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	var seen []string
-	var addr string
-	waitFor := func(msg string) {
-		t.Helper()
-		deadline := time.After(hang)
-		for {
-			select {
-			case l, ok := <-lines:
-				require.True(t, ok, "the service ended before %q: %s", msg, strings.Join(seen, "\n"))
-				seen = append(seen, l)
-				if strings.Contains(l, `"msg":"listening"`) {
-					var v struct{ Addr string }
-					_ = json.Unmarshal([]byte(l), &v)
-					addr = v.Addr
-				}
-				if strings.Contains(l, `"msg":"`+msg+`"`) {
-					return
-				}
-			case <-deadline:
-				t.Fatalf("no %q line: %s", msg, strings.Join(seen, "\n"))
-			}
-		}
-	}
-	waitFor("ready")
-	require.Contains(t, strings.Join(seen, "\n"), `"auth":"Entra ID, user-assigned managed identity"`)
-	base := "http://" + addr
+	c := startChild(t, append(env, "DURAFEED_LISTEN=127.0.0.1:0", "IDENTITY_ENDPOINT="+identity.URL, "IDENTITY_HEADER="+secret,
+		"SSL_CERT_FILE="+cert)...)
+	c.waitFor(t, "ready")
+	require.Contains(t, strings.Join(c.seen, "\n"), `"auth":"Entra ID, user-assigned managed identity"`)
+	base := "http://" + c.addr
 	resp, err := http.Post(base+"/v1/instances", "application/json", strings.NewReader(`{"name":"Greet","input":{"name":"MI"},"instanceId":"mi-1"}`))
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -124,12 +85,10 @@ func TestServiceWithManagedIdentity(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, "Hello, MI!", body["output"])
 	require.Positive(t, tokens.Load(), "the tokens came from the identity endpoint")
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	waitFor("stopped")
-	for range lines {
-	}
-	require.NoError(t, cmd.Wait())
-	for _, l := range seen {
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGTERM))
+	c.waitFor(t, "stopped")
+	require.NoError(t, c.wait())
+	for _, l := range c.seen {
 		require.NotContains(t, l, "eyJ", "no token in the logs")
 	}
 }

@@ -198,53 +198,85 @@ func TestServiceServesAndStops(t *testing.T) {
 	require.NotContains(t, out, `"count":10`, "no payload in the logs")
 }
 
+// child is the service as a process (the test binary run with
+// DURAFEED_SERVICE_CHILD=1), its JSON log lines read from stderr as they
+// come.
+type child struct {
+	cmd   *exec.Cmd
+	lines chan string
+	seen  []string
+	addr  string // from the "listening" line, once seen
+}
+
+// startChild starts the service process with env added to the test's
+// own environment; the test's cleanup kills it if it still runs.
+func startChild(t *testing.T, env ...string) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), "DURAFEED_SERVICE_CHILD=1"), env...)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	c := &child{cmd: cmd, lines: make(chan string, 1000)}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+		close(c.lines)
+	}()
+	return c
+}
+
+// waitFor reads log lines until one whose message is msg. It fails the
+// test when the process ends first, or when none comes within hang.
+func (c *child) waitFor(t *testing.T, msg string) {
+	t.Helper()
+	deadline := time.After(hang)
+	for {
+		select {
+		case l, ok := <-c.lines:
+			require.True(t, ok, "the service ended before %q: %s", msg, strings.Join(c.seen, "\n"))
+			c.seen = append(c.seen, l)
+			if strings.Contains(l, `"msg":"listening"`) {
+				var v struct{ Addr string }
+				_ = json.Unmarshal([]byte(l), &v)
+				c.addr = v.Addr
+			}
+			if strings.Contains(l, `"msg":"`+msg+`"`) {
+				return
+			}
+		case <-deadline:
+			_ = c.cmd.Process.Kill()
+			t.Fatalf("no %q line: %s", msg, strings.Join(c.seen, "\n"))
+		}
+	}
+}
+
+// wait reads the rest of the log and waits for the process to end.
+func (c *child) wait() error {
+	for l := range c.lines {
+		c.seen = append(c.seen, l)
+	}
+	return c.cmd.Wait()
+}
+
 // TestSIGTERMExitsZero: the service as a process stops on SIGTERM within
 // its grace period and exits 0; a bad configuration exits 2.
 func TestSIGTERMExitsZero(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "DURAFEED_SERVICE_CHILD=1", "DURAFEED_LISTEN=127.0.0.1:0", "DURAFEED_GRACE=20s")
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	lines := make(chan string, 1000)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	var seen []string
-	waitFor := func(msg string) {
-		t.Helper()
-		deadline := time.After(hang)
-		for {
-			select {
-			case l, ok := <-lines:
-				require.True(t, ok, "the service ended before %q: %s", msg, strings.Join(seen, "\n"))
-				seen = append(seen, l)
-				if strings.Contains(l, `"msg":"`+msg+`"`) {
-					return
-				}
-			case <-deadline:
-				_ = cmd.Process.Kill()
-				t.Fatalf("no %q line: %s", msg, strings.Join(seen, "\n"))
-			}
-		}
-	}
-	waitFor("ready")
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	waitFor("stopped")
-	for range lines {
-	}
-	require.NoError(t, cmd.Wait(), "exit status 0")
+	c := startChild(t, "DURAFEED_LISTEN=127.0.0.1:0", "DURAFEED_GRACE=20s")
+	c.waitFor(t, "ready")
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGTERM))
+	c.waitFor(t, "stopped")
+	require.NoError(t, c.wait(), "exit status 0")
 
 	bad := exec.Command(os.Args[0], "-test.run=^$")
 	bad.Env = append(os.Environ(), "DURAFEED_SERVICE_CHILD=1", "DURAFEED_MODE=fast")
 	var errOut bytes.Buffer
 	bad.Stderr = &errOut
-	err = bad.Run()
+	err := bad.Run()
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit)
 	require.Equal(t, 2, exit.ExitCode())
