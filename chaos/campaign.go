@@ -582,7 +582,7 @@ func (r *run) addReplica(ctx context.Context) (*replica, error) {
 		WorkerLockTimeout:        r.c.LockTimeout,
 		IdleBackoff:              r.c.IdleBackoff,
 		WorkerNodeID:             fmt.Sprintf("replica-%d", n),
-		Logger:                   r.c.Logger.Named("runtime").With(zap.Int("replica", n)),
+		Logger:                   r.c.Logger.Named("runtime").With(zap.Int("node", n)),
 	})
 	rp := &replica{n: n, net: net, p: p, rt: rt}
 	r.mu.Lock()
@@ -612,7 +612,7 @@ func (r *run) stopReplicas() {
 			ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 			defer cancel()
 			if err := rp.rt.Shutdown(ctx); err != nil && !errors.Is(err, runtime.ErrNotRunning) {
-				r.log.Warn("runtime shutdown incomplete", zap.Int("replica", rp.n), zap.Error(err))
+				r.log.Warn("runtime shutdown incomplete", zap.Int("node", rp.n), zap.Error(err))
 			}
 			_ = rp.p.Close()
 		}()

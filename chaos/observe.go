@@ -354,10 +354,12 @@ func (c *captureCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 // Sync implements zapcore.Core.
 func (c *captureCore) Sync() error { return nil }
 
-// providerLogger is log with the observer's capture core teed in.
+// providerLogger is log with the observer's capture core teed in. Its
+// lines name the campaign's replica index as "node": the engine names
+// the replica by its id as "replica".
 func (o *observer) providerLogger(log *zap.Logger, replica int) *zap.Logger {
 	return zap.New(zapcore.NewTee(log.Core(), &captureCore{obs: o, replica: replica})).
-		Named("provider").With(zap.Int("replica", replica))
+		Named("provider").With(zap.Int("node", replica))
 }
 
 // errKilled is what every request of a killed replica fails with.

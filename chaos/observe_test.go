@@ -158,7 +158,7 @@ func TestCaptureCore(t *testing.T) {
 	require.Equal(t, 3, rb[0].Replica)
 	require.Equal(t, "i", rb[0].Fields["instance"])
 	require.Equal(t, false, rb[0].Fields["found"])
-	require.Equal(t, 3, int(rb[0].Fields["replica"].(int64)))
+	require.Equal(t, 3, int(rb[0].Fields["node"].(int64)))
 	require.Equal(t, "found=false", readBackOutcome(rb[0]))
 	require.Equal(t, "k", rb[1].Fields["instance"])
 }

@@ -319,11 +319,12 @@ func (e *Engine) startSession() (*session, error) {
 		HeartbeatInterval: e.opts.Leases.HeartbeatInterval,
 		WatchActiveDelay:  e.opts.Leases.WatchActiveDelay,
 		WatchIdleCeiling:  e.opts.Leases.WatchIdleCeiling,
-		Logger:            e.log,
-		OnChange:          func(ev leasestore.Event) { e.onLeaseChange(s, ev) },
-		OnDocument:        e.onLeaseDocument,
-		OnExpired:         s.declaredDead,
-		OnWrote:           func() { e.kickPeers(s) },
+		// The lease store names the replica in its lines itself.
+		Logger:     e.opts.Logger,
+		OnChange:   func(ev leasestore.Event) { e.onLeaseChange(s, ev) },
+		OnDocument: e.onLeaseDocument,
+		OnExpired:  s.declaredDead,
+		OnWrote:    func() { e.kickPeers(s) },
 	}
 	recv, addr, key, err := e.receiverFor()
 	if err != nil {
