@@ -61,8 +61,11 @@ func withTraceParent(ctx context.Context, tp string) context.Context {
 }
 
 // instruments are the runtime's tracer and metric instruments: no-ops
-// unless Options names providers.
+// unless Options names providers. Without a provider its part costs
+// nothing but a branch: no span or attribute is built (the trace context
+// an instance carries is still passed on).
 type instruments struct {
+	traced, metered  bool
 	tracer           trace.Tracer
 	turns            metric.Int64Counter
 	turnDuration     metric.Float64Histogram
@@ -77,6 +80,7 @@ func secondBuckets() []float64 {
 }
 
 func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instruments {
+	traced, metered := tp != nil, mp != nil
 	if tp == nil {
 		tp = tracenoop.NewTracerProvider()
 	}
@@ -84,7 +88,7 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instrumen
 		mp = metricnoop.NewMeterProvider()
 	}
 	m := mp.Meter(InstrumentationName)
-	in := &instruments{tracer: tp.Tracer(InstrumentationName)}
+	in := &instruments{traced: traced, metered: metered, tracer: tp.Tracer(InstrumentationName)}
 	// An instrument the SDK refuses is a no-op one (the error says why;
 	// the names here are valid).
 	in.turns, _ = m.Int64Counter(MetricTurns, metric.WithUnit("{turn}"),
@@ -118,6 +122,10 @@ func instanceTrace(item *durable.OrchestrationItem) string {
 // startTurn starts the span of an orchestration turn, in the instance's
 // trace (a new trace for a first turn that carries none).
 func (in *instruments) startTurn(ctx context.Context, item *durable.OrchestrationItem) (context.Context, trace.Span) {
+	if !in.traced {
+		ctx = withTraceParent(ctx, instanceTrace(item))
+		return ctx, trace.SpanFromContext(ctx)
+	}
 	return in.tracer.Start(withTraceParent(ctx, instanceTrace(item)), "orchestration "+item.OrchestrationName,
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(AttrInstance.String(item.Instance), AttrExecution.Int64(int64(item.ExecutionID)),
@@ -147,11 +155,16 @@ func stampTurn(ctx context.Context, turn *durable.OrchestrationTurn) {
 
 // endTurn ends a turn's span and records it.
 func (in *instruments) endTurn(ctx context.Context, span trace.Span, name, outcome string, failed bool, began time.Time) {
-	span.SetAttributes(AttrOutcome.String(outcome))
-	if failed {
-		span.SetStatus(codes.Error, outcome)
+	if in.traced {
+		span.SetAttributes(AttrOutcome.String(outcome))
+		if failed {
+			span.SetStatus(codes.Error, outcome)
+		}
+		span.End()
 	}
-	span.End()
+	if !in.metered {
+		return
+	}
 	attrs := metric.WithAttributes(AttrOrchestration.String(name), AttrOutcome.String(outcome))
 	in.turns.Add(ctx, 1, attrs)
 	in.turnDuration.Record(ctx, time.Since(began).Seconds(), attrs)
@@ -160,6 +173,10 @@ func (in *instruments) endTurn(ctx context.Context, span trace.Span, name, outco
 // startActivity starts the span of an activity execution, a child of the
 // turn that scheduled it.
 func (in *instruments) startActivity(ctx context.Context, act durable.ActivityExecute, attempt uint32) (context.Context, trace.Span) {
+	if !in.traced {
+		ctx = withTraceParent(ctx, act.TraceParent)
+		return ctx, trace.SpanFromContext(ctx)
+	}
 	return in.tracer.Start(withTraceParent(ctx, act.TraceParent), "activity "+act.Name,
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(AttrInstance.String(act.Instance), AttrExecution.Int64(int64(act.ExecutionID)),
@@ -168,11 +185,16 @@ func (in *instruments) startActivity(ctx context.Context, act durable.ActivityEx
 
 // endActivity ends an activity's span and records it.
 func (in *instruments) endActivity(ctx context.Context, span trace.Span, name, outcome string, err error, began time.Time) {
-	span.SetAttributes(AttrOutcome.String(outcome))
-	if err != nil {
-		span.SetStatus(codes.Error, outcome)
+	if in.traced {
+		span.SetAttributes(AttrOutcome.String(outcome))
+		if err != nil {
+			span.SetStatus(codes.Error, outcome)
+		}
+		span.End()
 	}
-	span.End()
+	if !in.metered {
+		return
+	}
 	attrs := metric.WithAttributes(AttrActivity.String(name), AttrOutcome.String(outcome))
 	in.activities.Add(ctx, 1, attrs)
 	in.activityDuration.Record(ctx, time.Since(began).Seconds(), attrs)
