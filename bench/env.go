@@ -91,8 +91,9 @@ type Probe struct {
 type Env struct {
 	// Server is the emulator.
 	Server *cosmosemu.Server
-	// Knobs are its knobs; Knobs.Counters().Snapshot().ByContainer holds the
-	// totals the reports use.
+	// Knobs are its knobs: latency, faults and the simulated charge model.
+	// The reports' request and RU figures come from the Env's own
+	// per-operation counters, which apply the knobs' charges.
 	Knobs *knobs.Knobs
 
 	opts  EnvOptions
@@ -255,10 +256,20 @@ type OpUsage struct {
 	RequestCharge float64 `json:"request_charge"`
 }
 
-// usage reads the counters of a container.
+// usage reads what the requests on a container cost. The total is the sum
+// of the per-operation counters, read in one snapshot: the knobs' counters
+// count the same requests (with the same charge rule) but at another
+// moment of each request, so a snapshot of both could straddle a request
+// still being served and the breakdown would not add up to the total.
 func (e *Env) usage(container string) Usage {
-	st := e.Knobs.Counters().Snapshot().ByContainer[Database+"/"+container]
-	return Usage{Requests: st.Requests, RequestCharge: st.RequestCharge, ByOperation: e.ops.snapshot(container)}
+	u := Usage{ByOperation: e.ops.snapshot(container)}
+	var milliRU float64
+	for _, o := range u.ByOperation {
+		u.Requests += o.Requests
+		milliRU += math.Round(o.RequestCharge * 1000)
+	}
+	u.RequestCharge = milliRU / 1000
+	return u
 }
 
 // sub returns u - v.
