@@ -59,9 +59,9 @@ func read(t *testing.T, name string) *bicep.File {
 // one returns the only resource of the type in f.
 func one(t *testing.T, f *bicep.File, typ string) *bicep.Resource {
 	t.Helper()
-	rs := f.ResourcesOfType(typ)
-	require.Len(t, rs, 1, "%s in %s", typ, f.Path)
-	return rs[0]
+	r, err := f.OnlyResourceOfType(typ)
+	require.NoError(t, err)
+	return r
 }
 
 // at returns the value at path in v, which must be an object.

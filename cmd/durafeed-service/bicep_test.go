@@ -31,23 +31,12 @@ func TestBicepSetsWhatTheServiceReads(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, read["AZURE_CLIENT_ID"], "the variable azidentity reads is recorded in the configuration too")
 
-	dir := filepath.Join("..", "..", "infra", "bicep")
-	app, err := bicep.ReadFile(filepath.Join(dir, "modules", "app.bicep"))
-	require.NoError(t, err)
-	apps := app.ResourcesOfType("Microsoft.App/containerApps")
-	require.Len(t, apps, 1)
-	containers, ok := mustGet(t, apps[0].Body, "properties", "template", "containers").(bicep.Array)
-	require.True(t, ok)
+	d := readDeployment(t)
 	var set []string
-	for _, c := range containers {
-		env, ok := mustGet(t, c, "env").(bicep.Array)
-		require.True(t, ok)
-		for _, e := range env {
-			name, ok := mustGet(t, e, "name").(string)
-			require.True(t, ok, "an environment variable's name is a literal")
-			require.True(t, read[name], "the app sets %s, which the service does not read", name)
-			set = append(set, name)
-		}
+	for _, kv := range d.appEnv(t, map[string]string{"identityClientId": "client-id", "cosmosEndpoint": "https://account/"}) {
+		name, _, _ := strings.Cut(kv, "=")
+		require.True(t, read[name], "the app sets %s, which the service does not read", name)
+		set = append(set, name)
 	}
 	for _, need := range []string{"AZURE_CLIENT_ID", "COSMOS_ENDPOINT", "COSMOS_DATABASE", "COSMOS_CONTAINER"} {
 		require.True(t, slices.Contains(set, need), "the app must set %s", need)
@@ -55,12 +44,10 @@ func TestBicepSetsWhatTheServiceReads(t *testing.T) {
 	require.NotContains(t, set, "COSMOS_KEY", "the deployment has keys off")
 
 	graceSeconds := fmt.Sprint(int64(defaultGrace.Seconds()))
-	for _, f := range []string{filepath.Join(dir, "main.bicep"), filepath.Join(dir, "modules", "app.bicep")} {
-		file, err := bicep.ReadFile(f)
-		require.NoError(t, err)
-		p := file.Param("shutdownGraceSeconds")
-		require.NotNil(t, p, f)
-		require.Equal(t, graceSeconds, fmt.Sprint(p.Default), "%s: the default grace period is the service's", f)
+	for _, f := range []*bicep.File{d.main, d.app} {
+		p := f.Param("shutdownGraceSeconds")
+		require.NotNil(t, p, f.Path)
+		require.Equal(t, graceSeconds, fmt.Sprint(p.Default), "%s: the default grace period is the service's", f.Path)
 	}
 }
 
@@ -105,9 +92,9 @@ func literalString(t *testing.T, v bicep.Value) string {
 
 func oneResource(t *testing.T, f *bicep.File, typ string) *bicep.Resource {
 	t.Helper()
-	rs := f.ResourcesOfType(typ)
-	require.Len(t, rs, 1, "%s in %s", typ, f.Path)
-	return rs[0]
+	r, err := f.OnlyResourceOfType(typ)
+	require.NoError(t, err)
+	return r
 }
 
 // deployOnEmulator makes on emu what the Bicep's Cosmos DB module makes on

@@ -156,6 +156,16 @@ func (f *File) ResourcesOfType(typ string) []*Resource {
 	return out
 }
 
+// OnlyResourceOfType returns the one resource of the type in f, or an
+// error naming how many there are.
+func (f *File) OnlyResourceOfType(typ string) (*Resource, error) {
+	rs := f.ResourcesOfType(typ)
+	if len(rs) != 1 {
+		return nil, fmt.Errorf("bicep: %s declares %d resources of type %s, want 1", f.Path, len(rs), typ)
+	}
+	return rs[0], nil
+}
+
 // key methods name each declaration for find.
 func (x *Param) key() string    { return x.Name }
 func (x *Resource) key() string { return x.Symbol }

@@ -348,6 +348,18 @@ func TestBicepObjectGet(t *testing.T) {
 	}
 }
 
+func TestOnlyResourceOfType(t *testing.T) {
+	f, err := Parse("x.bicep", []byte("resource a 'A.B/c@1' = {}\nresource b 'a.b/C@2' = {}\nresource d 'A.B/d@1' = {}\n"))
+	require.NoError(t, err)
+	r, err := f.OnlyResourceOfType("A.B/d")
+	require.NoError(t, err)
+	require.Equal(t, "d", r.Symbol)
+	_, err = f.OnlyResourceOfType("A.B/c")
+	require.ErrorContains(t, err, "declares 2 resources of type A.B/c")
+	_, err = f.OnlyResourceOfType("A.B/e")
+	require.ErrorContains(t, err, "declares 0 resources")
+}
+
 func TestReadFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x.bicep")
 	require.NoError(t, os.WriteFile(path, []byte("param p int = 1\r\n"), 0o600))
