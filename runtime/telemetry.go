@@ -155,19 +155,7 @@ func stampTurn(ctx context.Context, turn *durable.OrchestrationTurn) {
 
 // endTurn ends a turn's span and records it.
 func (in *instruments) endTurn(ctx context.Context, span trace.Span, name, outcome string, failed bool, began time.Time) {
-	if in.traced {
-		span.SetAttributes(AttrOutcome.String(outcome))
-		if failed {
-			span.SetStatus(codes.Error, outcome)
-		}
-		span.End()
-	}
-	if !in.metered {
-		return
-	}
-	attrs := metric.WithAttributes(AttrOrchestration.String(name), AttrOutcome.String(outcome))
-	in.turns.Add(ctx, 1, attrs)
-	in.turnDuration.Record(ctx, time.Since(began).Seconds(), attrs)
+	in.end(ctx, span, in.turns, in.turnDuration, AttrOrchestration.String(name), outcome, failed, began)
 }
 
 // startActivity starts the span of an activity execution, a child of the
@@ -185,9 +173,16 @@ func (in *instruments) startActivity(ctx context.Context, act durable.ActivityEx
 
 // endActivity ends an activity's span and records it.
 func (in *instruments) endActivity(ctx context.Context, span trace.Span, name, outcome string, err error, began time.Time) {
+	in.end(ctx, span, in.activities, in.activityDuration, AttrActivity.String(name), outcome, err != nil, began)
+}
+
+// end ends the span of a turn or an activity with its outcome, and counts
+// and times it under what (its orchestration or activity) and the outcome.
+func (in *instruments) end(ctx context.Context, span trace.Span, count metric.Int64Counter, took metric.Float64Histogram,
+	what attribute.KeyValue, outcome string, failed bool, began time.Time) {
 	if in.traced {
 		span.SetAttributes(AttrOutcome.String(outcome))
-		if err != nil {
+		if failed {
 			span.SetStatus(codes.Error, outcome)
 		}
 		span.End()
@@ -195,7 +190,7 @@ func (in *instruments) endActivity(ctx context.Context, span trace.Span, name, o
 	if !in.metered {
 		return
 	}
-	attrs := metric.WithAttributes(AttrActivity.String(name), AttrOutcome.String(outcome))
-	in.activities.Add(ctx, 1, attrs)
-	in.activityDuration.Record(ctx, time.Since(began).Seconds(), attrs)
+	attrs := metric.WithAttributes(what, AttrOutcome.String(outcome))
+	count.Add(ctx, 1, attrs)
+	took.Record(ctx, time.Since(began).Seconds(), attrs)
 }

@@ -50,24 +50,34 @@ func TestUntracedTurnsCarryTheTraceContext(t *testing.T) {
 //
 //	go test -run '^$' -bench TurnTelemetry -benchmem ./runtime/
 func BenchmarkTurnTelemetry(b *testing.B) {
-	item := &durable.OrchestrationItem{Instance: "bench-1", OrchestrationName: "Bench", ExecutionID: 1,
-		Messages: []durable.WorkItem{durable.StartOrchestration{Instance: "bench-1", Orchestration: "Bench"}}}
+	item := func(tp string) *durable.OrchestrationItem {
+		return &durable.OrchestrationItem{Instance: "bench-1", OrchestrationName: "Bench", ExecutionID: 1,
+			Messages: []durable.WorkItem{durable.StartOrchestration{Instance: "bench-1", Orchestration: "Bench", TraceParent: tp}}}
+	}
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	noop := newInstruments(nil, nil)
+	sdk := newInstruments(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder())),
+		sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())))
 	for _, bc := range []struct {
 		name string
 		in   *instruments
+		item *durable.OrchestrationItem
 	}{
-		{"noop", newInstruments(nil, nil)},
-		{"sdk", newInstruments(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder())),
-			sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())))},
+		// An instance started without a trace context, and one whose
+		// caller sent one (carried on to its activities).
+		{"noop", noop, item("")},
+		{"noop-carried", noop, item(tp)},
+		{"sdk", sdk, item("")},
+		{"sdk-carried", sdk, item(tp)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				tctx, span := bc.in.startTurn(ctx, item)
+				tctx, span := bc.in.startTurn(ctx, bc.item)
 				turn := durable.OrchestrationTurn{WorkerItems: []durable.WorkItem{durable.ActivityExecute{Instance: "bench-1", Name: "A"}}}
 				stampTurn(tctx, &turn)
-				bc.in.endTurn(tctx, span, item.OrchestrationName, "completed", false, time.Now())
+				bc.in.endTurn(tctx, span, bc.item.OrchestrationName, "completed", false, time.Now())
 			}
 		})
 	}
