@@ -288,13 +288,8 @@ func stressRegistry(delay time.Duration) *runtime.Registry {
 		for i := range tasks {
 			tasks[i] = ctx.CallActivity(StressActivity, fmt.Sprintf("task-%d", i))
 		}
-		if err := ctx.Join(tasks...); err != nil {
+		if _, err := runtime.JoinAs[string](ctx, tasks...); err != nil {
 			return "", err
-		}
-		for _, t := range tasks {
-			if _, err := runtime.AwaitAs[string](t); err != nil {
-				return "", err
-			}
 		}
 		return fmt.Sprintf("completed %d tasks", in.TaskCount), nil
 	})

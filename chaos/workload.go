@@ -156,15 +156,12 @@ func register(reg *runtime.Registry, ex *executions) {
 		for i := range tasks {
 			tasks[i] = ctx.CallActivity(activityStep, i+1)
 		}
-		if err := ctx.Join(tasks...); err != nil {
+		squares, err := runtime.JoinAs[int](ctx, tasks...)
+		if err != nil {
 			return 0, err
 		}
 		sum := 0
-		for _, t := range tasks {
-			v, err := runtime.AwaitAs[int](t)
-			if err != nil {
-				return 0, err
-			}
+		for _, v := range squares {
 			sum += v
 		}
 		return sum, nil

@@ -86,6 +86,23 @@ func AwaitAs[T any](t *Task) (T, error) {
 	return out, err
 }
 
+// JoinAs waits until every task is complete (OrchestrationContext.Join)
+// and decodes their results as T, in the tasks' order. Its error is the
+// first failed task's in argument order, or the first result that does
+// not decode.
+func JoinAs[T any](ctx *OrchestrationContext, tasks ...*Task) ([]T, error) {
+	if err := ctx.Join(tasks...); err != nil {
+		return nil, err
+	}
+	out := make([]T, len(tasks))
+	for i, t := range tasks {
+		if err := t.Await(&out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // GetKVAs decodes the JSON value of key from the orchestration's key-value
 // store; ok is false when the key is absent.
 func GetKVAs[T any](ctx *OrchestrationContext, key string) (v T, ok bool, err error) {

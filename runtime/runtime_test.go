@@ -506,3 +506,51 @@ func TestChildWithoutParentExecutionFallsBackToLookup(t *testing.T) {
 	require.Equal(t, []durable.SubOrchCompleted{{ParentInstance: "legacy", ParentExecutionID: 2, ParentID: 2, Result: `"child:x"`}}, completions,
 		"the dispatcher looked up the parent's current execution")
 }
+
+// TestJoinAs: results come back in the tasks' order whatever order they
+// complete in; a failed task fails the join with its error, and so does a
+// result that does not decode as the asked type.
+func TestJoinAs(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	p := memprovider.NewStore().Open()
+	cli := runtime.NewClient(p)
+	reg := runtime.NewRegistry()
+	runtime.RegisterActivity(reg, "Echo", func(_ context.Context, s string) (string, error) {
+		if s == "bad" {
+			return "", errors.New("bad input")
+		}
+		return s, nil
+	})
+	runtime.RegisterOrchestration(reg, "Strings", func(ctx *runtime.OrchestrationContext, in []string) ([]string, error) {
+		tasks := make([]*runtime.Task, len(in))
+		for i, s := range in {
+			tasks[i] = ctx.CallActivity("Echo", s)
+		}
+		return runtime.JoinAs[string](ctx, tasks...)
+	})
+	runtime.RegisterOrchestration(reg, "Ints", func(ctx *runtime.OrchestrationContext, s string) ([]int, error) {
+		return runtime.JoinAs[int](ctx, ctx.CallActivity("Echo", s))
+	})
+	start(t, p, reg, nil)
+	for _, tc := range []struct {
+		id, name string
+		input    any
+		state    runtime.State
+		want     string
+	}{
+		{"ok", "Strings", []string{"c", "a", "b"}, runtime.StateCompleted, `["c","a","b"]`},
+		{"failed", "Strings", []string{"a", "bad"}, runtime.StateFailed, "bad input"},
+		{"undecodable", "Ints", "x", runtime.StateFailed, "cannot unmarshal"},
+	} {
+		require.NoError(t, cli.StartOrchestration(ctx, tc.id, tc.name, tc.input))
+		st, err := cli.WaitForOrchestration(ctx, tc.id)
+		require.NoError(t, err)
+		require.Equal(t, tc.state, st.State, tc.id)
+		if tc.state == runtime.StateCompleted {
+			require.JSONEq(t, tc.want, st.Output, tc.id)
+		} else {
+			require.Contains(t, st.Failure.DisplayMessage(), tc.want, tc.id)
+		}
+	}
+}

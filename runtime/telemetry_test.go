@@ -24,15 +24,12 @@ func telemetryRegistry() *runtime.Registry {
 	runtime.RegisterActivity(reg, "Inc", func(_ context.Context, n int) (int, error) { return n + 1, nil })
 	runtime.RegisterOrchestration(reg, "Child", func(ctx *runtime.OrchestrationContext, n int) (int, error) {
 		tasks := []*runtime.Task{ctx.CallActivity("Inc", n), ctx.CallActivity("Inc", n+1), ctx.CallActivity("Inc", n+2)}
-		if err := ctx.Join(tasks...); err != nil {
+		results, err := runtime.JoinAs[int](ctx, tasks...)
+		if err != nil {
 			return 0, err
 		}
 		sum := 0
-		for _, t := range tasks {
-			v, err := runtime.AwaitAs[int](t)
-			if err != nil {
-				return 0, err
-			}
+		for _, v := range results {
 			sum += v
 		}
 		return sum, nil

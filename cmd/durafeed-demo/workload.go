@@ -91,15 +91,12 @@ func registerWorkload(reg *runtime.Registry) {
 		for i := range tasks {
 			tasks[i] = ctx.CallActivity("Square", i+1)
 		}
-		if err := ctx.Join(tasks...); err != nil {
+		squares, err := runtime.JoinAs[int](ctx, tasks...)
+		if err != nil {
 			return 0, err
 		}
 		sum := 0
-		for _, t := range tasks {
-			v, err := runtime.AwaitAs[int](t)
-			if err != nil {
-				return 0, err
-			}
+		for _, v := range squares {
 			sum += v
 		}
 		return sum, nil
@@ -138,14 +135,9 @@ func registerWorkload(reg *runtime.Registry) {
 		for i, member := range team {
 			tasks[i] = ctx.CallSubOrchestration(orchHello, member)
 		}
-		if err := ctx.Join(tasks...); err != nil {
+		greetings, err := runtime.JoinAs[string](ctx, tasks...)
+		if err != nil {
 			return "", err
-		}
-		greetings := make([]string, len(tasks))
-		for i, t := range tasks {
-			if err := t.Await(&greetings[i]); err != nil {
-				return "", err
-			}
 		}
 		return strings.Join(greetings, " "), nil
 	})

@@ -66,16 +66,12 @@ func registerCode(reg *runtime.Registry) {
 			tasks[i] = ctx.CallActivity("CountWords", d)
 		}
 		// Fan in: Join waits for all and returns the first failure.
-		if err := ctx.Join(tasks...); err != nil {
+		counts, err := runtime.JoinAs[wordCount](ctx, tasks...)
+		if err != nil {
 			return report{}, err
 		}
-		var r report
-		for _, t := range tasks {
-			c, err := runtime.AwaitAs[wordCount](t)
-			if err != nil {
-				return report{}, err
-			}
-			r.Counts = append(r.Counts, c)
+		r := report{Counts: counts}
+		for _, c := range counts {
 			r.Total += c.Words
 		}
 		return r, nil

@@ -342,16 +342,7 @@ func sampleSubOrchFanOut(t *testing.T, f Factory) {
 		for i, it := range items {
 			tasks[i] = ctx.CallSubOrchestration("ChildUpper", it, runtime.WithInstanceID(fmt.Sprintf("%s-child-%d", ctx.InstanceID(), i)))
 		}
-		if err := ctx.Join(tasks...); err != nil {
-			return nil, err
-		}
-		out := make([]string, len(tasks))
-		for i, task := range tasks {
-			if err := task.Await(&out[i]); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
+		return runtime.JoinAs[string](ctx, tasks...)
 	})
 	e.StartDefault()
 	require.NoError(t, e.Client.StartOrchestration(e.Ctx(), "fan", "FanOut", []string{"a", "b", "c", "d"}))

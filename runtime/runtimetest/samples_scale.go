@@ -22,16 +22,7 @@ func fanOut[In, Out any](ctx *runtime.OrchestrationContext, activity string, inp
 	for i, in := range inputs {
 		tasks[i] = ctx.CallActivity(activity, in, opts...)
 	}
-	if err := ctx.Join(tasks...); err != nil {
-		return nil, err
-	}
-	out := make([]Out, len(tasks))
-	for i, t := range tasks {
-		if err := t.Await(&out[i]); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return runtime.JoinAs[Out](ctx, tasks...)
 }
 
 // sampleFanOutFanIn runs 50 activities in parallel, each finishing after a
@@ -365,15 +356,12 @@ func sampleLargeFanOutTwoRuntimes(t *testing.T, f Factory) {
 				rg := shardRange{From: i * total / shards, To: (i + 1) * total / shards}
 				tasks[i] = ctx.CallSubOrchestration("FanOutShard", rg, runtime.WithInstanceID(fmt.Sprintf("%s-shard-%d", ctx.InstanceID(), i)))
 			}
-			if err := ctx.Join(tasks...); err != nil {
+			parts, err := runtime.JoinAs[[]int](ctx, tasks...)
+			if err != nil {
 				return nil, err
 			}
 			out := make([]int, 0, total)
-			for _, task := range tasks {
-				part, err := runtime.AwaitAs[[]int](task)
-				if err != nil {
-					return nil, err
-				}
+			for _, part := range parts {
 				out = append(out, part...)
 			}
 			return out, nil
