@@ -30,19 +30,12 @@ const (
 // Data Reader on the account.
 func rbacServer(t *testing.T) *cosmosemu.Server {
 	t.Helper()
-	srv := startServer(t, cosmosemu.Options{})
-	client, err := srv.NewClient()
-	require.NoError(t, err)
-	ctx := context.Background()
-	_, err = client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: "db"}, nil)
-	require.NoError(t, err)
+	srv, client, _ := newContainer(t)
 	db, err := client.NewDatabase("db")
 	require.NoError(t, err)
-	for _, c := range []string{"c", "other"} {
-		_, err = db.CreateContainer(ctx, azcosmos.ContainerProperties{ID: c,
-			PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/pk"}}}, nil)
-		require.NoError(t, err)
-	}
+	_, err = db.CreateContainer(context.Background(), azcosmos.ContainerProperties{ID: "other",
+		PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/pk"}, Version: 2}}, nil)
+	require.NoError(t, err)
 	srv.SetAuth(&cosmosemu.AuthOptions{DisableLocalAuth: true, TenantID: tenant, AccountName: "acct",
 		RoleAssignments: []cosmosemu.RoleAssignment{
 			{PrincipalID: writer, RoleDefinitionID: cosmosemu.DataContributorRole, Scope: "/dbs/db/colls/c"},
