@@ -47,10 +47,16 @@ func (s *Store) register(ctx context.Context) error {
 	}
 	sent := time.Now()
 	var wr azcosmos.ItemResponse
+	if etag != "" {
+		wr, err = s.c.ReplaceItem(ctx, m.pk, id, body, &azcosmos.ItemOptions{IfMatchEtag: &etag})
+		if statusOf(err) == http.StatusNotFound {
+			// Deleted since the read (a death declaration deletes it):
+			// nobody holds the id, so create it anew.
+			etag = ""
+		}
+	}
 	if etag == "" {
 		wr, err = s.c.CreateItem(ctx, m.pk, body, nil)
-	} else {
-		wr, err = s.c.ReplaceItem(ctx, m.pk, id, body, &azcosmos.ItemOptions{IfMatchEtag: &etag})
 	}
 	if err != nil {
 		return err // 409/412: raced with ourselves or a death declaration; retried

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -681,4 +682,69 @@ func TestOnDocumentSeesOtherDocuments(t *testing.T) {
 	require.Eventually(t, func() bool { return get("hint:after") == "2" }, 5*time.Second, 10*time.Millisecond)
 	put("hint:after", "3")
 	require.Eventually(t, func() bool { return get("hint:after") == "3" }, 5*time.Second, 10*time.Millisecond)
+}
+
+// vanishingOwner deletes a replica's heartbeat document just before the
+// first replace of it goes out, as a death declaration racing the
+// replica's registration would.
+type vanishingOwner struct {
+	inner *http.Client
+	path  string
+	del   func()
+	once  sync.Once
+}
+
+func (v *vanishingOwner) Do(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPut && strings.HasSuffix(req.URL.Path, v.path) {
+		v.once.Do(v.del)
+	}
+	return v.inner.Do(req)
+}
+
+// TestRegisterAfterTheHeartbeatDocumentVanishes: a replica registering
+// over its crashed predecessor's heartbeat document, which is deleted
+// between its read and its replace, creates the document anew and serves
+// (the replace's 404 had ended Run).
+func TestRegisterAfterTheHeartbeatDocumentVanishes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	first := e.start("rv", nil)
+	e.log.waitFor(t, generous, "first incarnation balanced", balanced(16, names(first)...))
+	first.stop() // a crash: its heartbeat document stays, for the next to replace
+
+	raw := e.container(nil)
+	pk := azcosmos.NewPartitionKeyString(DefaultPartitionKeyValue)
+	var deleted atomic.Bool
+	v := &vanishingOwner{inner: e.srv.HTTPClient(), path: "/docs/" + ownerID("rv"), del: func() {
+		_, err := raw.DeleteItem(context.Background(), pk, ownerID("rv"), nil)
+		deleted.Store(err == nil)
+	}}
+	cred, err := azcosmos.NewKeyCredential(e.srv.Key())
+	require.NoError(t, err)
+	opts := e.srv.ClientOptions()
+	opts.Transport = v
+	opts.Retry.MaxRetries = -1
+	cl, err := azcosmos.NewClientWithKey(e.srv.Endpoint(), cred, opts)
+	require.NoError(t, err)
+	c, err := cl.NewContainer("db", "c")
+	require.NoError(t, err)
+	o := testOptions("rv")
+	o.OnChange = func(ev Event) { e.log.add("rv#again", ev) }
+	s, err := New(c, o)
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	go func() {
+		for range s.Acquired() {
+		}
+	}()
+	defer func() { stop(); <-done }()
+	e.log.waitFor(t, generous, "the new incarnation holds every lease", balanced(16, "rv#again"))
+	require.True(t, deleted.Load(), "the document was deleted before the replace")
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned %v", err)
+	default:
+	}
 }
