@@ -527,7 +527,7 @@ func (a *api) remove(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	st, err := a.c.GetStatus(r.Context(), id)
+	st, err := a.state(r.Context(), id)
 	if err != nil {
 		writeError(w, providerError(err))
 		return
