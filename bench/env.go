@@ -330,13 +330,26 @@ func (o *opCounters) snapshot(container string) map[string]OpUsage {
 // partition by their partition-key header.
 const leasePartitionMarker = "$leases"
 
+// crossPartition marks the label of a query without a partition key.
+const crossPartition = " (cross-partition)"
+
 func opLabel(req *cosmosemu.Request) string {
 	label := string(req.Operation)
 	if req.ResourceType != cosmosemu.ResourceDocument {
 		label += " " + string(req.ResourceType)
 	}
-	if req.HTTP != nil && strings.Contains(req.HTTP.Header.Get("x-ms-documentdb-partitionkey"), leasePartitionMarker) {
+	pk := ""
+	if req.HTTP != nil {
+		pk = req.HTTP.Header.Get("x-ms-documentdb-partitionkey")
+	}
+	if strings.Contains(pk, leasePartitionMarker) {
 		label += " [$leases]"
+	}
+	if req.Operation == cosmosemu.OpQuery && pk == "" {
+		// The engine's only steady cross-partition query is its safety
+		// sweep (catch-ups run at lease acquisition); polling's fetches
+		// are all of this kind.
+		label += crossPartition
 	}
 	return label
 }

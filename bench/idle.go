@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,6 +61,27 @@ type IdleResult struct {
 	// by both). The window's figures are read while requests are in
 	// flight, so they may differ by those requests.
 	CounterDriftRU float64 `json:"counter_drift_ru"`
+	// Backstop is the event-driven safety sweep's period and cost (nil in
+	// polling mode).
+	Backstop *Backstop `json:"backstop,omitempty"`
+}
+
+// Backstop is what the event-driven mode's safety sweep costs: the
+// bound on how long a written item can go unseen when every signal for
+// it was lost (engine.Options.SafetySweepInterval).
+type Backstop struct {
+	// PeriodS is the configured sweep period (each sweep jittered by up
+	// to a tenth below it).
+	PeriodS float64 `json:"period_s"`
+	// Sweeps counts the sweeps the replicas ran in the window, and
+	// SweepsPerMin is their rate per replica: the period as measured.
+	Sweeps       int64   `json:"sweeps"`
+	SweepsPerMin float64 `json:"sweeps_per_min_per_replica"`
+	// RUPerSweep is the window's cross-partition query charge divided by
+	// its sweeps (0 when none ran); RUPerMin is the sweeps' charge per
+	// replica and minute.
+	RUPerSweep float64 `json:"ru_per_sweep"`
+	RUPerMin   float64 `json:"ru_per_min_per_replica"`
 }
 
 // OpRate is the rate of one kind of operation.
@@ -113,7 +135,16 @@ func (e *Env) RunIdle(ctx context.Context, s IdleScenario) (res IdleResult, err 
 	if !clock.Sleep(ctx, s.Warmup) {
 		return res, ctx.Err()
 	}
-	start, f0, e0 := e.usage(container), fetches.Load(), errs.Load()
+	sweeps := func() int64 {
+		var n int64
+		for _, p := range replicas {
+			if ev := p.Engine(); ev != nil {
+				n += ev.Stats().Sweeps
+			}
+		}
+		return n
+	}
+	start, f0, e0, s0 := e.usage(container), fetches.Load(), errs.Load(), sweeps()
 	prev := start
 	slice := s.Window / time.Duration(s.Slices)
 	perReplicaMin := func(v float64, d time.Duration) float64 {
@@ -139,5 +170,20 @@ func (e *Env) RunIdle(ctx context.Context, s IdleScenario) (res IdleResult, err 
 	}
 	res.FetchesPerMin = perReplicaMin(float64(fetches.Load()-f0), window)
 	res.FetchErrors = errs.Load() - e0
+	if s.Mode == ModeEventDriven {
+		b := &Backstop{PeriodS: e.sweepPeriod().Seconds(), Sweeps: sweeps() - s0}
+		b.SweepsPerMin = perReplicaMin(float64(b.Sweeps), window)
+		var ru float64
+		for k, u := range total.ByOperation {
+			if strings.HasSuffix(k, crossPartition) {
+				ru += u.RequestCharge
+			}
+		}
+		if b.Sweeps > 0 {
+			b.RUPerSweep = round2(ru / float64(b.Sweeps))
+		}
+		b.RUPerMin = perReplicaMin(ru, window)
+		res.Backstop = b
+	}
 	return res, nil
 }

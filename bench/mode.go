@@ -74,6 +74,10 @@ func clientMode(m Mode) Mode { return m }
 // trips).
 func activeFeedDelay() time.Duration { return engine.DefaultFeedActiveDelay }
 
+// sweepPeriod is the event-driven replicas' safety sweep period (the
+// engine's default: the bench does not set it).
+func (e *Env) sweepPeriod() time.Duration { return engine.DefaultSafetySweepInterval }
+
 // engineOptions is the engine configuration of an event-driven replica:
 // engine defaults except for the peer wake channel, the feed's spending
 // and the sibling wait (zero: the engine's defaults).

@@ -368,11 +368,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "\nIdle cost per replica (simulated RU, %s window in %d slices after %s warm-up; orchestration + worker dispatcher per replica)\n",
 			s.IdleWindow, s.IdleSlices, s.IdleWarmup)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "injected\treplicas\tmode\treq/min\tRU/min\tRU/s\tslices RU/min\ttop operations (RU/min)")
+		fmt.Fprintln(tw, "injected\treplicas\tmode\treq/min\tRU/min\tRU/s\tslices RU/min\tsafety sweep\ttop operations (RU/min)")
 		for _, l := range r.Idle {
 			lo, hi := minMax(l.SliceRUPerMin)
-			fmt.Fprintf(tw, "%vms\t%d\t%s\t%.1f\t%.1f\t%.2f\t%.1f–%.1f\t%s\n", l.InjectedLatencyMS, l.Replicas, l.Mode,
-				l.RequestsPerMin, l.RUPerMin, l.RUPerSec, lo, hi, topOps(l.ByOperation, 4))
+			fmt.Fprintf(tw, "%vms\t%d\t%s\t%.1f\t%.1f\t%.2f\t%.1f–%.1f\t%s\t%s\n", l.InjectedLatencyMS, l.Replicas, l.Mode,
+				l.RequestsPerMin, l.RUPerMin, l.RUPerSec, lo, hi, l.Backstop.String(), topOps(l.ByOperation, 4))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -506,4 +506,17 @@ func stressClientText(c string) string {
 		return "the first replica's own client (its provider's)"
 	}
 	return "another provider's client"
+}
+
+// String renders the backstop for the idle table: the period, the sweeps
+// seen per replica and minute, and the charge of one sweep ("—" in
+// polling mode, "none seen" when the window held no sweep).
+func (b *Backstop) String() string {
+	switch {
+	case b == nil:
+		return "—"
+	case b.Sweeps == 0:
+		return fmt.Sprintf("every %.0fs, none seen", b.PeriodS)
+	}
+	return fmt.Sprintf("every %.0fs: %.2f/min, %.1f RU each", b.PeriodS, b.SweepsPerMin, b.RUPerSweep)
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/durafeed/durafeed/engine"
 )
 
 // tinyConfig is a complete run in a few seconds: every mode and case, one
@@ -110,6 +112,12 @@ func TestTinyRunProducesSaneNumbers(t *testing.T) {
 		// see the same requests (compared once nothing is in flight).
 		require.Less(t, r.CounterDriftRU, 0.05, name)
 		require.Greater(t, r.FetchesPerMin, 0.0, name)
+		if r.Mode == ModeEventDriven {
+			require.NotNil(t, r.Backstop, name)
+			require.Equal(t, engine.DefaultSafetySweepInterval.Seconds(), r.Backstop.PeriodS, name)
+		} else {
+			require.Nil(t, r.Backstop, name)
+		}
 	}
 	require.NotEmpty(t, rep.Targets)
 

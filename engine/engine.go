@@ -224,7 +224,8 @@ func New(s *store.Store, o Options) (*Engine, error) {
 		per:     slots.Count / o.Leases.Blocks,
 		blocked: map[string]int{}, locking: map[string]bool{}, released: map[string]int64{}, wreleased: map[string]int64{}, settled: map[string]int64{}, wlocked: map[string]int64{}, parked: map[string]parkedWI{},
 		refused: map[string]refusedOI{}, hinted: map[string]hintSeen{}, joinCh: make(chan struct{}),
-		sib:   siblings{work: map[string]map[string]int64{}, await: map[string]map[string]bool{}, putOff: map[string]int64{}},
+		sib: siblings{work: map[string]map[string]int64{}, await: map[string]map[string]bool{}, putOff: map[string]int64{},
+			taken: map[string]map[string]int64{}},
 		watch: watchState{watching: map[string]int{}, watchers: map[string]map[*peerwake.Reply]struct{}{}}}
 	e.out = outbox.New(s, o.Logger, e.delivered)
 	if !o.DisableHeads {
@@ -625,12 +626,26 @@ func workKey(instance, id string) string {
 func settleKey(instance, workID string) string { return "c" + workKey(instance, workID) }
 
 // splitSettleKey parses a settleKey.
-func splitSettleKey(k string) (instance, workID string, ok bool) {
-	if len(k) < 2 || k[0] != 'c' {
+func splitSettleKey(k string) (instance, workID string, ok bool) { return splitNamedKey('c', k) }
+
+// arrivalKey is the peer wake key of any other orchestrator message: the
+// instance to wake and the message's document id, so that the owner can
+// tell a wake that reaches it after a turn took the message (stale) from
+// a new arrival. Receivers that predate it ignore it; the feed then
+// brings the message.
+func arrivalKey(instance, msgID string) string { return "a" + workKey(instance, msgID) }
+
+// splitArrivalKey parses an arrivalKey.
+func splitArrivalKey(k string) (instance, msgID string, ok bool) { return splitNamedKey('a', k) }
+
+// splitNamedKey parses a key of kind followed by a workKey naming a
+// document of an instance.
+func splitNamedKey(kind byte, k string) (instance, id string, ok bool) {
+	if len(k) < 2 || k[0] != kind {
 		return "", "", false
 	}
-	instance, workID, ok = splitWorkKey(k[1:])
-	return instance, workID, ok && instance != "" && workID != ""
+	instance, id, ok = splitWorkKey(k[1:])
+	return instance, id, ok && instance != "" && id != ""
 }
 
 func splitWorkKey(k string) (instance, id string, ok bool) {
@@ -741,13 +756,17 @@ func (e *Engine) delivered(target json.RawMessage) {
 	}
 	if f, err := e.s.DecodeFeedDoc(target, e.now()); err == nil && (f.Kind == store.FeedOrchestrator || f.Kind == store.FeedWorker) {
 		e.wakePeer(f.QueueHead, "")
+		if f.Kind == store.FeedOrchestrator && e.isOwned(f.DispatchSlot) {
+			e.arrivedMsg(f.InstanceID, f.ID) // a child's completion, an event: a hold here ends
+		}
 		e.signalQueue(f.QueueHead, false)
 	}
 }
 
-// lockedOrch records an orchestration lock this process took: its expiry
-// is signalled, and work that waited for it may go.
-func (e *Engine) lockedOrch(instance string, until int64, more bool) {
+// lockedOrch records an orchestration lock this process took, on the
+// messages msgs: its expiry is signalled, and work that waited for it may
+// go.
+func (e *Engine) lockedOrch(instance string, until int64, more bool, msgs []string) {
 	slot := slots.Of(instance)
 	e.mu.Lock()
 	if more {
@@ -757,6 +776,7 @@ func (e *Engine) lockedOrch(instance string, until int64, more bool) {
 	// taken may not be in the turn; the release signals it.
 	delete(e.released, instance)
 	e.turnTakenLocked(instance)
+	e.takenLocked(instance, msgs)
 	e.mu.Unlock()
 	if e.isOwned(slot) {
 		e.orch.SignalAt(slot, lockKey(instance), msTime(until))
@@ -892,7 +912,7 @@ func (e *Engine) handle(ctx context.Context, b changefeed.Batch) error {
 			case f.Settles != "":
 				e.siblingDone(f.InstanceID, f.Settles) // before its signal: the turn may go now
 			case f.LockedUntil == 0 && f.VisibleAt <= e.now():
-				e.arrived(f.InstanceID) // an event, a cancellation, a child's completion
+				e.arrivedMsg(f.InstanceID, f.ID) // an event, a cancellation, a child's completion
 			}
 			if h, err := store.DecodeHead(raw); err == nil {
 				e.heads.note(h, e.now()) // kept only if the slot is owned

@@ -204,7 +204,7 @@ func (e *Engine) lockInstance(ctx context.Context, instance string, lockTimeout 
 		e.Committed(ctx, *r.Published)
 	}
 	if r.Item != nil {
-		e.lockedOrch(instance, r.HeldUntil, r.More)
+		e.lockedOrch(instance, r.HeldUntil, r.More, r.LockedMsgs)
 	}
 	return r, err
 }

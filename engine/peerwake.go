@@ -213,18 +213,12 @@ func (e *Engine) onPeerWake(w peerwake.Wake) {
 			return
 		}
 	case peerwake.HubOrchestrator:
-		if inst, work, ok := splitSettleKey(w.Key); ok {
-			// A completion: the activity is done, whoever ran it.
-			e.siblingDone(inst, work)
-			e.orch.Signal(w.Slot, orchKey(inst), w.VisibleAt)
-			break
-		}
-		if !isOrchKey(w.Key) {
+		inst, ok := e.orchPeerWake(w.Key)
+		if !ok {
 			e.wake.ignored.Add(1)
 			return
 		}
-		e.arrived(w.Key[1:])
-		e.orch.Signal(w.Slot, w.Key, w.VisibleAt)
+		e.orch.Signal(w.Slot, orchKey(inst), w.VisibleAt)
 	case peerwake.HubWorker:
 		if _, _, ok := splitWorkKey(w.Key); !ok {
 			e.wake.ignored.Add(1)
@@ -236,6 +230,27 @@ func (e *Engine) onPeerWake(w peerwake.Wake) {
 		return
 	}
 	e.wake.got.Add(1)
+}
+
+// orchPeerWake applies an orchestrator wake's key to the hold rules and
+// returns the instance to signal: a completion settles its activity; an
+// arrival naming its message ends a hold unless a turn here took that
+// message already; a bare instance key (a sender that predates named
+// arrivals) ends a hold. ok is false for a malformed key.
+func (e *Engine) orchPeerWake(key string) (instance string, ok bool) {
+	if inst, work, ok := splitSettleKey(key); ok {
+		e.siblingDone(inst, work)
+		return inst, true
+	}
+	if inst, msg, ok := splitArrivalKey(key); ok {
+		e.arrivedMsg(inst, msg)
+		return inst, true
+	}
+	if !isOrchKey(key) {
+		return "", false
+	}
+	e.arrived(key[1:])
+	return key[1:], true
 }
 
 // wakePeer sends the owner of q's slot a wake for it, unless the channel
@@ -255,9 +270,12 @@ func (e *Engine) wakePeer(q store.QueueHead, settles string) {
 		if q.LockedUntil > e.now() {
 			return // taken already; its release signals
 		}
-		wk.Hub, wk.Key, wk.VisibleAt = peerwake.HubOrchestrator, orchKey(q.InstanceID), msTime(q.VisibleAt)
+		wk.Hub, wk.Key, wk.VisibleAt = peerwake.HubOrchestrator, arrivalKey(q.InstanceID, q.ID), msTime(q.VisibleAt)
 		if settles != "" {
 			wk.Key = settleKey(q.InstanceID, settles)
+		}
+		if len(wk.Key) > peerwake.MaxKeyBytes {
+			wk.Key = orchKey(q.InstanceID) // an id too long to name: a bare wake
 		}
 	} else {
 		wk.Hub, wk.Key, wk.VisibleAt = peerwake.HubWorker, workKey(q.InstanceID, q.ID), msTime(max(q.VisibleAt, q.LockedUntil))

@@ -28,11 +28,22 @@ type siblings struct {
 	// putOff: instance -> when the first wakeup put off since its last
 	// turn was taken (ms).
 	putOff map[string]int64
+	// taken: instance -> ids of the orchestrator messages turns locked
+	// here -> when (ms). A version of one of them that the change feed
+	// (or a peer's wake) brings later was read before the lock: it is
+	// no arrival, whatever hold the turn's commit set meanwhile.
+	taken  map[string]map[string]int64
+	takenN int // entries in taken, at most maxTaken
 }
 
 // maxSiblingInstances bounds the instances tracked; beyond it new
 // fan-outs are not tracked (their turns are simply not put off).
 const maxSiblingInstances = 100_000
+
+// maxTaken bounds the taken messages remembered; beyond it a stale
+// version of a message can end a hold early again (one extra turn, never
+// a lost message).
+const maxTaken = 200_000
 
 // tracking reports whether either rule is on.
 func (e *Engine) tracking() bool { return e.opts.SiblingWait > 0 || e.opts.AwaitHold >= 0 }
@@ -116,6 +127,41 @@ func (e *Engine) arrived(instance string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.arrivedLocked(instance)
+}
+
+// arrivedMsg is arrived for the message msg as another process wrote it
+// (the change feed's version, a peer's wake naming it): a message a turn
+// of this replica has taken is no arrival, since what announced it was
+// read before the lock. Without this, a feed page read between a
+// message's enqueue and its lock, and handled after the turn committed
+// an await hold, ended that hold at once.
+func (e *Engine) arrivedMsg(instance, msg string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, stale := e.sib.taken[instance][msg]; stale {
+		return
+	}
+	e.arrivedLocked(instance)
+}
+
+// takenLocked records the messages a turn of instance locked here.
+// Called with e.mu held.
+func (e *Engine) takenLocked(instance string, msgs []string) {
+	if !e.tracking() || len(msgs) == 0 || e.sib.takenN+len(msgs) > maxTaken {
+		return
+	}
+	set := e.sib.taken[instance]
+	if set == nil {
+		set = map[string]int64{}
+		e.sib.taken[instance] = set
+	}
+	now := e.now()
+	for _, id := range msgs {
+		if _, ok := set[id]; !ok {
+			e.sib.takenN++
+		}
+		set[id] = now
+	}
 }
 
 // arrivedLocked is arrived with e.mu held.
@@ -207,4 +253,12 @@ func (e *Engine) pruneSiblingsLocked(cutoff int64) {
 		}
 	}
 	pruneBefore(e.sib.putOff, cutoff, func(at int64) int64 { return at })
+	for inst, set := range e.sib.taken {
+		n := len(set)
+		pruneBefore(set, cutoff, func(at int64) int64 { return at })
+		e.sib.takenN -= n - len(set)
+		if len(set) == 0 {
+			delete(e.sib.taken, inst)
+		}
+	}
 }

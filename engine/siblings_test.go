@@ -21,8 +21,16 @@ func TestSettleKey(t *testing.T) {
 		require.Equal(t, "w:1:2", gw)
 		require.False(t, isOrchKey(k), "not an orchestration key")
 	}
-	for _, k := range []string{"", "c", "wi", orchKey("i"), lockKey("i"), "c1:i", "c9:i"} {
+	for _, k := range []string{"", "c", "wi", orchKey("i"), lockKey("i"), "c1:i", "c9:i", arrivalKey("i", "m")} {
 		_, _, ok := splitSettleKey(k)
+		require.False(t, ok, k)
+	}
+	// An arrival's key names the message the same way, under its own kind.
+	gi, gm, ok := splitArrivalKey(arrivalKey("with:colon", "m:1"))
+	require.True(t, ok)
+	require.Equal(t, []string{"with:colon", "m:1"}, []string{gi, gm})
+	for _, k := range []string{"", "a", orchKey("i"), settleKey("i", "w"), "a1:i"} {
+		_, _, ok := splitArrivalKey(k)
 		require.False(t, ok, k)
 	}
 }

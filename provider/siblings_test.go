@@ -66,7 +66,7 @@ func TestSiblingWaitCoalescesCompletions(t *testing.T) {
 
 	complete(t, p, ws[0])
 	got := fetchAsync(p)
-	until(t, "the first completion's wakeup is put off", func() bool { return p.Engine().Stats().TurnsPutOff >= 1 })
+	awaitHeld(t, p, got, 0)
 	complete(t, p, ws[1])
 	complete(t, p, ws[2])
 	item := <-got
@@ -125,6 +125,29 @@ func fetchAsync(p *Provider) <-chan *durable.OrchestrationItem {
 	return got
 }
 
+// awaitHeld waits until p has put a turn off more than before times,
+// failing at once if the fetch behind got returns first: its turn went
+// without the hold.
+func awaitHeld(t *testing.T, p *Provider, got <-chan *durable.OrchestrationItem, before int64) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(hang)
+	for p.Engine().Stats().TurnsPutOff <= before {
+		select {
+		case item := <-got:
+			n := -1
+			if item != nil {
+				n = len(item.Messages)
+			}
+			t.Fatalf("the fetch returned a turn of %d message(s) instead of holding it", n)
+		case <-deadline:
+			t.Fatalf("no turn put off within %v", hang)
+		case <-tick.C:
+		}
+	}
+}
+
 // TestAwaitHoldWaitsForEveryAwaited: a turn that says its orchestration
 // awaits every one of its activities is held past any sibling bound until
 // the last of them completes, and then holds every completion.
@@ -134,7 +157,7 @@ func TestAwaitHoldWaitsForEveryAwaited(t *testing.T) {
 	ws := fanOutTurnAwaiting(t, p, "join", 3, true)
 	complete(t, p, ws[0])
 	got := fetchAsync(p)
-	until(t, "the first completion is held", func() bool { return p.Engine().Stats().TurnsPutOff >= 1 })
+	awaitHeld(t, p, got, 0)
 	complete(t, p, ws[1])
 	complete(t, p, ws[2])
 	item := <-got
@@ -155,9 +178,9 @@ func TestAwaitHoldEndsOnArrival(t *testing.T) {
 		inst := fmt.Sprintf("held-%d", i)
 		ws := fanOutTurnAwaiting(t, p, inst, 3, true)
 		complete(t, p, ws[0])
-		got := fetchAsync(p)
 		before := p.Engine().Stats().TurnsPutOff
-		until(t, "the first completion is held", func() bool { return p.Engine().Stats().TurnsPutOff > before })
+		got := fetchAsync(p)
+		awaitHeld(t, p, got, before)
 		require.NoError(t, from.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: inst, Name: "go", Data: "{}"}, 0))
 		item := <-got
 		require.NotNil(t, item, "the event ends the hold")
