@@ -73,10 +73,30 @@ func queueRequestIDOnce(h *H) {
 
 	other := raise
 	other.Data = "no"
+	cancel := durable.CancelInstance{Instance: inst, Reason: "r", RequestID: "raise-1"}
+	if rc, ok := h.P.(durable.RequestChecker); ok {
+		// What a resending caller asks before it answers: the consumed
+		// calls are recorded as done, other calls under their ids as
+		// different, an unused id as unknown; nothing is written.
+		for _, tc := range []struct {
+			item durable.WorkItem
+			want durable.RequestState
+		}{
+			{start, durable.RequestSame}, {raise, durable.RequestSame},
+			{other, durable.RequestDifferent}, {cancel, durable.RequestDifferent},
+			{durable.ExternalRaised{Instance: inst, Name: "approve", Data: "yes", RequestID: "never-used"}, durable.RequestUnknown},
+			{durable.ExternalRaised{Instance: inst, Name: "approve", Data: "yes"}, durable.RequestUnknown},
+			{durable.ExternalRaised{Instance: h.ID("elsewhere"), Name: "approve", Data: "yes", RequestID: "raise-1"}, durable.RequestUnknown},
+		} {
+			got, err := rc.CheckRequest(h.Ctx, tc.item)
+			require.NoError(h.T, err)
+			require.Equal(h.T, tc.want, got, "%#v", tc.item)
+		}
+	}
 	err := h.P.EnqueueForOrchestrator(h.Ctx, other, 0)
 	require.ErrorIs(h.T, err, durable.ErrPermanent, "another call under a used request id")
-	cancel := durable.CancelInstance{Instance: inst, Reason: "r", RequestID: "raise-1"}
-	require.ErrorIs(h.T, h.P.EnqueueForOrchestrator(h.Ctx, cancel, 0), durable.ErrPermanent, "another kind of call under a used request id")
+	require.ErrorIs(h.T, err, durable.ErrRequestReused)
+	require.ErrorIs(h.T, h.P.EnqueueForOrchestrator(h.Ctx, cancel, 0), durable.ErrRequestReused, "another kind of call under a used request id")
 	p := durable.ExternalRaised{Instance: inst, Name: "probe", Data: "p3", RequestID: "probe-p3"}
 	h.Enqueue(h.P, p)
 	got := h.MustFetchOrch(h.P, LongLock)

@@ -16,6 +16,11 @@ var (
 	// ErrPermanent matches provider errors that will fail again (invalid or
 	// expired lock tokens, duplicates, invalid input, corrupt data).
 	ErrPermanent = errors.New("permanent provider error")
+	// ErrRequestReused matches the permanent error of a client call whose
+	// request id the provider has recorded on the instance for a
+	// different call (another kind, or other arguments): nothing was
+	// enqueued.
+	ErrRequestReused = errors.New("request id already used for a different call")
 )
 
 // ProviderError is the error every provider method returns. The runtime

@@ -48,3 +48,31 @@ type InstanceWatch interface {
 	// Close ends the watch and releases what it holds; it is idempotent.
 	Close()
 }
+
+// RequestChecker is implemented by a provider that records client calls
+// by their request id (RequestIDOf): it says, without writing, whether a
+// call has taken effect already, so that a caller repeating it can give
+// the first call's answer instead of reporting a conflict the first call
+// caused (an instance that now exists, or has ended since).
+type RequestChecker interface {
+	// CheckRequest reports what the provider recorded of item's request
+	// id on item's target instance: RequestUnknown when nothing (no
+	// request id, never used, or its record expired with the retention),
+	// RequestSame when the same call (kind and arguments, the trace
+	// context aside) took effect, RequestDifferent when another call used
+	// the id.
+	CheckRequest(ctx context.Context, item WorkItem) (RequestState, error)
+}
+
+// RequestState is what a provider recorded of a request id
+// (RequestChecker).
+type RequestState int
+
+const (
+	// RequestUnknown: no call with the id is recorded on the instance.
+	RequestUnknown RequestState = iota
+	// RequestSame: the same call took effect.
+	RequestSame
+	// RequestDifferent: another call used the id.
+	RequestDifferent
+)

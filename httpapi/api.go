@@ -68,6 +68,10 @@ type Options struct {
 	// MaxWait bounds a status request's wait parameter (default
 	// DefaultMaxWait).
 	MaxWait time.Duration
+	// Stopping, when closed, says the server is stopping: a status
+	// request waiting for an instance to end answers at once with its
+	// current status, and later ones do not wait (nil: never).
+	Stopping <-chan struct{}
 	// Logger receives request logs at Debug (no payloads; default none).
 	Logger *zap.Logger
 	// TracerProvider receives a server span per request, a child of the
@@ -254,11 +258,24 @@ func (a *api) start(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiError{status: http.StatusBadRequest, Code: "unknown_orchestration", Message: msg})
 		return
 	}
-	if req.InstanceID == "" {
-		req.InstanceID = uuid.NewString()
-	} else if e := checkID(req.InstanceID); e != nil {
+	opts, e := callOptions(r)
+	if e != nil {
 		writeError(w, *e)
 		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	switch {
+	case req.InstanceID == "" && key != "":
+		// The key names the instance, so that a resend reaches the request
+		// record the first start wrote in its partition.
+		req.InstanceID = KeyInstanceID(key)
+	case req.InstanceID == "":
+		req.InstanceID = uuid.NewString()
+	default:
+		if e := checkID(req.InstanceID); e != nil {
+			writeError(w, *e)
+			return
+		}
 	}
 	input := "null"
 	if len(req.Input) > 0 {
@@ -269,13 +286,21 @@ func (a *api) start(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("input is %d bytes, over the limit of %d", len(input), a.o.MaxInputBytes), Limit: a.o.MaxInputBytes})
 		return
 	}
-	opts, e := callOptions(r)
-	if e != nil {
-		writeError(w, *e)
-		return
-	}
 	if req.Version != "" {
 		opts = append(opts, runtime.WithStartVersion(req.Version))
+	}
+	created := func() {
+		w.Header().Set("Location", "/v1/instances/"+url.PathEscape(req.InstanceID))
+		writeJSON(w, http.StatusCreated, StartResponse{InstanceID: req.InstanceID})
+	}
+	if key != "" {
+		rs, err := a.c.StartRecorded(r.Context(), req.InstanceID, req.Name, input, opts...)
+		if done, ok := a.recorded(w, rs, err); ok {
+			if done {
+				created() // a resend: the first start's answer
+			}
+			return
+		}
 	}
 	st, err := a.state(r.Context(), req.InstanceID)
 	if err != nil {
@@ -298,8 +323,42 @@ func (a *api) start(w http.ResponseWriter, r *http.Request) {
 		writeError(w, providerError(err))
 		return
 	}
-	w.Header().Set("Location", "/v1/instances/"+url.PathEscape(req.InstanceID))
-	writeJSON(w, http.StatusCreated, StartResponse{InstanceID: req.InstanceID})
+	created()
+}
+
+// KeyInstanceID is the instance id a start with an Idempotency-Key and no
+// instanceId gets: a name-based UUID (version 5) of the key, the same for
+// every resend.
+func KeyInstanceID(key string) string {
+	return uuid.NewSHA1(keyNamespace, []byte(key)).String()
+}
+
+// keyNamespace is the UUID namespace of KeyInstanceID.
+var keyNamespace = uuid.MustParse("6f0e4a43-8d0b-5b7e-9b55-3c1f0d2a7e10")
+
+// recorded answers a call whose Idempotency-Key the provider has recorded
+// (rs, err from a runtime.Client *Recorded check): handled reports that
+// the answer is written; done that it is the resent call's own answer,
+// for the caller to write (the call took effect already). An unknown
+// request is not handled: the call goes on.
+func (a *api) recorded(w http.ResponseWriter, rs durable.RequestState, err error) (done, handled bool) {
+	switch {
+	case err != nil:
+		writeError(w, providerError(err))
+		return false, true
+	case rs == durable.RequestSame:
+		return true, true
+	case rs == durable.RequestDifferent:
+		writeError(w, keyReused())
+		return false, true
+	}
+	return false, false
+}
+
+// keyReused is the answer to an Idempotency-Key resent with another call.
+func keyReused() apiError {
+	return apiError{status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused",
+		Message: "the Idempotency-Key was already used for a different request on this instance; nothing was written"}
 }
 
 func (a *api) status(w http.ResponseWriter, r *http.Request) {
@@ -317,17 +376,32 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = min(d, a.o.MaxWait)
 	}
+	select {
+	case <-a.o.Stopping:
+		wait = 0 // stopping: the status as it is (a nil channel never is)
+	default:
+	}
 	st, err := a.c.GetStatus(r.Context(), id)
 	// A wait covers an instance whose start is queued but whose first
 	// turn has not run yet (not found until then).
 	if err == nil && wait > 0 && !st.State.IsTerminal() {
 		ctx, cancel := context.WithTimeout(r.Context(), wait)
+		if a.o.Stopping != nil {
+			go func() { // ends with the wait
+				select {
+				case <-a.o.Stopping:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+		}
 		done, werr := a.c.WaitForOrchestration(ctx, id)
+		over := r.Context().Err() == nil && ctx.Err() != nil // the wait's bound, or the server's stop
 		cancel()
 		switch {
 		case werr == nil:
 			st = done
-		case errors.Is(werr, context.DeadlineExceeded) && r.Context().Err() == nil:
+		case over:
 			st, err = a.c.GetStatus(r.Context(), id) // still running: as it is now
 		default:
 			err = werr
@@ -359,9 +433,13 @@ func (a *api) raise(w http.ResponseWriter, r *http.Request) {
 		writeError(w, *e)
 		return
 	}
-	a.accept(w, r, id, func(ctx context.Context, opts []runtime.CallOption) error {
-		return a.c.RaiseEventRaw(ctx, id, name, data, opts...)
-	})
+	a.accept(w, r, id, call{
+		recorded: func(ctx context.Context, opts []runtime.CallOption) (durable.RequestState, error) {
+			return a.c.EventRecorded(ctx, id, name, data, opts...)
+		},
+		do: func(ctx context.Context, opts []runtime.CallOption) error {
+			return a.c.RaiseEventRaw(ctx, id, name, data, opts...)
+		}})
 }
 
 // CancelRequest is the optional body of a cancel.
@@ -384,23 +462,46 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("invalid_reason", "the reason must be valid UTF-8 of at most %d bytes", a.o.MaxInputBytes))
 		return
 	}
-	a.accept(w, r, id, func(ctx context.Context, opts []runtime.CallOption) error {
-		return a.c.CancelInstance(ctx, id, req.Reason, opts...)
-	})
+	a.accept(w, r, id, call{
+		recorded: func(ctx context.Context, opts []runtime.CallOption) (durable.RequestState, error) {
+			return a.c.CancelRecorded(ctx, id, req.Reason, opts...)
+		},
+		do: func(ctx context.Context, opts []runtime.CallOption) error {
+			return a.c.CancelInstance(ctx, id, req.Reason, opts...)
+		}})
 }
 
-// accept makes call, with the request's call options, on an instance
-// that runs, and answers 202 (or 404 or 409: running).
-func (a *api) accept(w http.ResponseWriter, r *http.Request, id string, call func(context.Context, []runtime.CallOption) error) {
+// call is a client call accept makes: do makes it, recorded asks whether
+// a resend of it took effect already.
+type call struct {
+	recorded func(context.Context, []runtime.CallOption) (durable.RequestState, error)
+	do       func(context.Context, []runtime.CallOption) error
+}
+
+// accept makes c, with the request's call options, on an instance that
+// runs, and answers 202 (or 404 or 409: running). A resend of a call
+// with an Idempotency-Key that took effect already answers 202 again,
+// whatever the instance has done since (a cancel's resend finds it
+// ended); the key with another call answers 422.
+func (a *api) accept(w http.ResponseWriter, r *http.Request, id string, c call) {
 	opts, e := callOptions(r)
 	if e != nil {
 		writeError(w, *e)
 		return
 	}
+	if len(opts) > 0 {
+		rs, err := c.recorded(r.Context(), opts)
+		if done, ok := a.recorded(w, rs, err); ok {
+			if done {
+				w.WriteHeader(http.StatusAccepted)
+			}
+			return
+		}
+	}
 	if !a.running(w, r, id) {
 		return
 	}
-	if err := call(r.Context(), opts); err != nil {
+	if err := c.do(r.Context(), opts); err != nil {
 		writeError(w, providerError(err))
 		return
 	}

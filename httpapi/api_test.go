@@ -229,21 +229,108 @@ func TestBadStartsChangeNothing(t *testing.T) {
 	f.nothingWritten(t)
 }
 
+// TestIdempotentStart: a start resent with its Idempotency-Key gets the
+// first start's answer (201, the same instance id), whether the id was
+// given or generated and however far the instance has gone since; the key
+// with another body gets 422 and writes nothing; a key over another
+// caller's instance still finds the conflict.
 func TestIdempotentStart(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
+	admin, _ := f.p.Admin()
+	executions := func(id string) []uint64 {
+		execs, err := admin.ListExecutions(context.Background(), id)
+		require.NoError(t, err)
+		return execs
+	}
+
+	// A given id: the resend after the instance completed answers 201.
 	body := `{"name":"Echo","instanceId":"idem","input":7}`
 	a := f.do(t, "POST", "/v1/instances", body, "Idempotency-Key", "req-1")
 	require.Equal(t, http.StatusCreated, a.status, a.raw)
 	a = f.do(t, "GET", "/v1/instances/idem?wait=20s", "")
 	require.Equal(t, 7.0, a.body["output"])
-	// The resend finds the instance: 409 with its status, nothing started twice.
 	a = f.do(t, "POST", "/v1/instances", body, "Idempotency-Key", "req-1")
-	require.Equal(t, http.StatusConflict, a.status)
-	admin, _ := f.p.Admin()
-	execs, err := admin.ListExecutions(context.Background(), "idem")
+	require.Equal(t, http.StatusCreated, a.status, a.raw)
+	require.Equal(t, "idem", a.body["instanceId"])
+	require.Equal(t, []uint64{1}, executions("idem"))
+
+	// A generated id: three sends, one instance, one id.
+	gen := `{"name":"Echo","input":"g"}`
+	var ids []string
+	for range 3 {
+		a = f.do(t, "POST", "/v1/instances", gen, "Idempotency-Key", "req-gen")
+		require.Equal(t, http.StatusCreated, a.status, a.raw)
+		ids = append(ids, a.body["instanceId"].(string))
+	}
+	require.Equal(t, []string{ids[0], ids[0], ids[0]}, ids)
+	require.Equal(t, httpapi.KeyInstanceID("req-gen"), ids[0])
+	require.Equal(t, "Completed", f.do(t, "GET", "/v1/instances/"+ids[0]+"?wait=20s", "").body["state"])
+	a = f.do(t, "POST", "/v1/instances", gen, "Idempotency-Key", "req-gen")
+	require.Equal(t, http.StatusCreated, a.status, "a resend after completion: %s", a.raw)
+	list, err := admin.ListInstances(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, []uint64{1}, execs)
+	require.ElementsMatch(t, []string{"idem", ids[0]}, list)
+
+	// The same key with another body: 422, nothing written.
+	depths, err := admin.GetQueueDepths(context.Background())
+	require.NoError(t, err)
+	for _, other := range []string{`{"name":"Echo","input":"other"}`, `{"name":"Echo","instanceId":"idem","input":8}`} {
+		key := "req-gen"
+		if strings.Contains(other, "idem") {
+			key = "req-1"
+		}
+		a = f.do(t, "POST", "/v1/instances", other, "Idempotency-Key", key)
+		require.Equal(t, http.StatusUnprocessableEntity, a.status, a.raw)
+		require.Equal(t, "idempotency_key_reused", a.code())
+	}
+	after, err := admin.GetQueueDepths(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, depths, after, "a refused resend enqueues nothing")
+	require.Equal(t, "g", f.do(t, "GET", "/v1/instances/"+ids[0], "").body["output"])
+
+	// A fresh key on an instance that exists is a conflict.
+	a = f.do(t, "POST", "/v1/instances", body, "Idempotency-Key", "req-new")
+	require.Equal(t, http.StatusConflict, a.status, a.raw)
+	require.Equal(t, "instance_exists", a.code())
+	require.Equal(t, []uint64{1}, executions("idem"))
+}
+
+// TestIdempotentEventAndCancel: an event or a cancellation resent with
+// its Idempotency-Key answers 202 again after the instance has ended
+// (the cancel's own doing), instead of 409; the key with another body
+// answers 422 and writes nothing.
+func TestIdempotentEventAndCancel(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	for _, id := range []string{"ev", "cx"} {
+		require.Equal(t, http.StatusCreated, f.do(t, "POST", "/v1/instances", `{"name":"Wait","instanceId":"`+id+`"}`).status)
+		f.running(t, id)
+	}
+	a := f.do(t, "POST", "/v1/instances/ev/events/go", `{"n":1}`, "Idempotency-Key", "ev-1")
+	require.Equal(t, http.StatusAccepted, a.status, a.raw)
+	require.Equal(t, "Completed", f.do(t, "GET", "/v1/instances/ev?wait=20s", "").body["state"])
+	a = f.do(t, "POST", "/v1/instances/ev/events/go", `{"n":1}`, "Idempotency-Key", "ev-1")
+	require.Equal(t, http.StatusAccepted, a.status, "the resend after the instance ended: %s", a.raw)
+	a = f.do(t, "POST", "/v1/instances/ev/events/go", `{"n":2}`, "Idempotency-Key", "ev-1")
+	require.Equal(t, http.StatusUnprocessableEntity, a.status, a.raw)
+	require.Equal(t, "idempotency_key_reused", a.code())
+	a = f.do(t, "POST", "/v1/instances/ev/events/go", `{"n":1}`, "Idempotency-Key", "ev-other")
+	require.Equal(t, http.StatusConflict, a.status, "a new event to an ended instance: %s", a.raw)
+	require.Equal(t, "instance_ended", a.code())
+
+	a = f.do(t, "POST", "/v1/instances/cx/cancel", `{"reason":"r"}`, "Idempotency-Key", "cx-1")
+	require.Equal(t, http.StatusAccepted, a.status, a.raw)
+	require.Equal(t, "Failed", f.do(t, "GET", "/v1/instances/cx?wait=20s", "").body["state"])
+	a = f.do(t, "POST", "/v1/instances/cx/cancel", `{"reason":"r"}`, "Idempotency-Key", "cx-1")
+	require.Equal(t, http.StatusAccepted, a.status, "the cancel's resend: %s", a.raw)
+	a = f.do(t, "POST", "/v1/instances/cx/cancel", `{"reason":"other"}`, "Idempotency-Key", "cx-1")
+	require.Equal(t, http.StatusUnprocessableEntity, a.status, a.raw)
+
+	admin, _ := f.p.Admin()
+	d, err := admin.GetQueueDepths(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, durable.QueueDepths{}, d, "no resend left a message")
 }
 
 func TestRaiseEvent(t *testing.T) {
@@ -437,4 +524,32 @@ func TestTraceContextReachesTheInstance(t *testing.T) {
 	started, ok := events[0].Kind.(history.OrchestrationStarted)
 	require.True(t, ok)
 	require.Contains(t, started.TraceParent, traceID)
+}
+
+// TestStoppingEndsWaits: when the server begins to stop, a status request
+// waiting for an instance answers at once with the instance as it is,
+// and later ones do not wait.
+func TestStoppingEndsWaits(t *testing.T) {
+	t.Parallel()
+	stopping := make(chan struct{})
+	f := newFixture(t, func(o *httpapi.Options) { o.Stopping = stopping; o.MaxWait = time.Hour })
+	require.Equal(t, http.StatusCreated, f.do(t, "POST", "/v1/instances", `{"name":"Wait","instanceId":"s"}`).status)
+	f.running(t, "s")
+	got := make(chan answer, 1)
+	go func() { got <- f.do(t, "GET", "/v1/instances/s?wait=1h", "") }()
+	select {
+	case a := <-got:
+		t.Fatalf("the wait ended before the stop: %s", a.raw)
+	case <-time.After(50 * time.Millisecond): // the request is waiting (or about to): either way the stop must answer it
+	}
+	close(stopping)
+	select {
+	case a := <-got:
+		require.Equal(t, http.StatusOK, a.status, a.raw)
+		require.Equal(t, "Running", a.body["state"])
+	case <-time.After(hang):
+		t.Fatal("the waiting request was not answered at the stop")
+	}
+	a := f.do(t, "GET", "/v1/instances/s?wait=1h", "")
+	require.Equal(t, "Running", a.body["state"], "a wait after the stop answers at once")
 }

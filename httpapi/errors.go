@@ -42,6 +42,8 @@ func bodyError(err error) *apiError {
 // store's moment (503).
 func providerError(err error) apiError {
 	switch {
+	case errors.Is(err, durable.ErrRequestReused):
+		return keyReused()
 	case errors.Is(err, durable.ErrPermanent):
 		return apiError{status: http.StatusBadRequest, Code: "rejected", Message: err.Error()}
 	case durable.IsRetryable(err):

@@ -65,6 +65,7 @@ var (
 	_ durable.ProviderAdmin   = (*Provider)(nil)
 	_ durable.PollPacer       = (*Provider)(nil)
 	_ durable.InstanceWatcher = (*Provider)(nil)
+	_ durable.RequestChecker  = (*Provider)(nil)
 )
 
 // New connects to the account, checks (or creates) the container and
@@ -240,6 +241,12 @@ func (p *Provider) EnqueueForWorker(ctx context.Context, item durable.WorkItem) 
 // EnqueueForOrchestrator implements durable.Provider.
 func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item durable.WorkItem, delay time.Duration) error {
 	return p.wrote(p.s.EnqueueForOrchestrator(ctx, item, delay))
+}
+
+// CheckRequest implements durable.RequestChecker (the store's request
+// records: one point read).
+func (p *Provider) CheckRequest(ctx context.Context, item durable.WorkItem) (durable.RequestState, error) {
+	return p.s.CheckRequest(ctx, item)
 }
 
 // RenewOrchestrationItemLock implements durable.Provider.

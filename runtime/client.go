@@ -93,16 +93,69 @@ type callOptions struct {
 }
 
 func applyCall(opts []CallOption) callOptions {
+	o := callOptionsOf(opts)
+	if o.requestID == "" {
+		o.requestID = uuid.NewString()
+	}
+	return o
+}
+
+// callOptionsOf applies opts, leaving the request id empty when none is
+// given.
+func callOptionsOf(opts []CallOption) callOptions {
 	var o callOptions
 	for _, f := range opts {
 		if f != nil {
 			f(&o)
 		}
 	}
-	if o.requestID == "" {
-		o.requestID = uuid.NewString()
-	}
 	return o
+}
+
+// checkCall asks the provider what it recorded of item's request id
+// (durable.RequestChecker): RequestUnknown without one, or when the
+// provider does not record calls.
+func (c *Client) checkCall(ctx context.Context, item durable.WorkItem) (durable.RequestState, error) {
+	rc, ok := c.p.(durable.RequestChecker)
+	if !ok || durable.RequestIDOf(item) == "" {
+		return durable.RequestUnknown, nil
+	}
+	return rc.CheckRequest(ctx, item)
+}
+
+// StartRecorded reports, writing nothing, whether the start these
+// arguments describe, with the request id opts name (WithRequestID), has
+// taken effect already (durable.RequestSame), another call used that id
+// on the instance (durable.RequestDifferent), or neither is recorded
+// (durable.RequestUnknown: no request id, a provider that does not
+// record calls, or a record past its retention). A caller repeating a
+// start uses it to answer as the first start did, whatever the instance
+// has done since.
+func (c *Client) StartRecorded(ctx context.Context, instance, name, input string, opts ...CallOption) (durable.RequestState, error) {
+	return c.checkCall(ctx, startItem(ctx, instance, name, input, callOptionsOf(opts)))
+}
+
+// EventRecorded is StartRecorded for RaiseEventRaw.
+func (c *Client) EventRecorded(ctx context.Context, instance, name, data string, opts ...CallOption) (durable.RequestState, error) {
+	return c.checkCall(ctx, raiseItem(instance, name, data, callOptionsOf(opts)))
+}
+
+// CancelRecorded is StartRecorded for CancelInstance.
+func (c *Client) CancelRecorded(ctx context.Context, instance, reason string, opts ...CallOption) (durable.RequestState, error) {
+	return c.checkCall(ctx, cancelItem(instance, reason, callOptionsOf(opts)))
+}
+
+func startItem(ctx context.Context, instance, name, input string, o callOptions) durable.StartOrchestration {
+	return durable.StartOrchestration{Instance: instance, Orchestration: name, Input: input, ExecutionID: 1,
+		Version: o.version, RequestID: o.requestID, TraceParent: traceParent(ctx)}
+}
+
+func raiseItem(instance, name, data string, o callOptions) durable.ExternalRaised {
+	return durable.ExternalRaised{Instance: instance, Name: name, Data: data, RequestID: o.requestID}
+}
+
+func cancelItem(instance, reason string, o callOptions) durable.CancelInstance {
+	return durable.CancelInstance{Instance: instance, Reason: reason, RequestID: o.requestID}
 }
 
 // WithStartVersion starts an exact version (default: the latest registered
@@ -141,10 +194,7 @@ func (c *Client) StartOrchestrationRaw(ctx context.Context, instance, name, inpu
 	if instance == "" || name == "" {
 		return errors.New("start orchestration: empty instance id or name")
 	}
-	o := applyCall(opts)
-	s := durable.StartOrchestration{Instance: instance, Orchestration: name, Input: input, ExecutionID: 1,
-		Version: o.version, RequestID: o.requestID, TraceParent: traceParent(ctx)}
-	return c.p.EnqueueForOrchestrator(ctx, s, 0)
+	return c.p.EnqueueForOrchestrator(ctx, startItem(ctx, instance, name, input, applyCall(opts)), 0)
 }
 
 // RaiseEvent raises external event name with data encoded as JSON.
@@ -159,9 +209,7 @@ func (c *Client) RaiseEvent(ctx context.Context, instance, name string, data any
 // RaiseEventRaw raises an external event with raw data. It is delivered to
 // a waiting subscription or dropped (see OrchestrationContext.WaitForEvent).
 func (c *Client) RaiseEventRaw(ctx context.Context, instance, name, data string, opts ...CallOption) error {
-	o := applyCall(opts)
-	return c.p.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: instance, Name: name, Data: data,
-		RequestID: o.requestID}, 0)
+	return c.p.EnqueueForOrchestrator(ctx, raiseItem(instance, name, data, applyCall(opts)), 0)
 }
 
 // EnqueueEvent adds a persistent event, encoded as JSON, to the instance's
@@ -185,9 +233,7 @@ func (c *Client) EnqueueEventRaw(ctx context.Context, instance, name, data strin
 // CancelInstance requests cancellation: the orchestration fails with a
 // cancelled error and its running sub-orchestrations are cancelled too.
 func (c *Client) CancelInstance(ctx context.Context, instance, reason string, opts ...CallOption) error {
-	o := applyCall(opts)
-	return c.p.EnqueueForOrchestrator(ctx, durable.CancelInstance{Instance: instance, Reason: reason,
-		RequestID: o.requestID}, 0)
+	return c.p.EnqueueForOrchestrator(ctx, cancelItem(instance, reason, applyCall(opts)), 0)
 }
 
 // GetStatus returns the instance's status from its current execution.

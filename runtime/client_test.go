@@ -53,11 +53,53 @@ func TestClientRequestIDs(t *testing.T) {
 		want++
 		require.Equal(t, want, depth(), "%s: one message for two calls with one id", tc.name)
 		require.ErrorIs(t, tc.other(id), durable.ErrPermanent, "%s: other arguments under a used id", tc.name)
+		require.ErrorIs(t, tc.other(id), durable.ErrRequestReused, tc.name)
 		require.NoError(t, tc.call(), tc.name)
 		require.NoError(t, tc.call(), tc.name)
 		want += 2
 		require.Equal(t, want, depth(), "%s: calls without an id are distinct", tc.name)
 	}
+}
+
+// TestClientRecorded: the *Recorded checks say, writing nothing, whether
+// a call under a request id took effect (the same call), another call used
+// the id, or nothing is known (no id, or an unused one).
+func TestClientRecorded(t *testing.T) {
+	ctx := testCtx(t)
+	p := memprovider.NewStore().Open()
+	c := runtime.NewClient(p)
+	admin, _ := p.Admin()
+	id := runtime.WithRequestID("k")
+	check := func(want durable.RequestState, got durable.RequestState, err error) {
+		t.Helper()
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+	got, err := c.StartRecorded(ctx, "i", "O", `1`, id)
+	check(durable.RequestUnknown, got, err)
+	require.NoError(t, c.StartOrchestrationRaw(ctx, "i", "O", `1`, id))
+	require.NoError(t, c.RaiseEventRaw(ctx, "i", "e", `1`, runtime.WithRequestID("e")))
+	require.NoError(t, c.CancelInstance(ctx, "i", "r", runtime.WithRequestID("c")))
+	d, err := admin.GetQueueDepths(ctx)
+	require.NoError(t, err)
+
+	got, err = c.StartRecorded(ctx, "i", "O", `1`, id)
+	check(durable.RequestSame, got, err)
+	got, err = c.StartRecorded(ctx, "i", "O", `2`, id)
+	check(durable.RequestDifferent, got, err)
+	got, err = c.StartRecorded(ctx, "i", "O", `1`)
+	check(durable.RequestUnknown, got, err)
+	got, err = c.EventRecorded(ctx, "i", "e", `1`, runtime.WithRequestID("e"))
+	check(durable.RequestSame, got, err)
+	got, err = c.EventRecorded(ctx, "i", "e", `1`, id)
+	check(durable.RequestDifferent, got, err)
+	got, err = c.CancelRecorded(ctx, "i", "r", runtime.WithRequestID("c"))
+	check(durable.RequestSame, got, err)
+	got, err = c.CancelRecorded(ctx, "j", "r", runtime.WithRequestID("c"))
+	check(durable.RequestUnknown, got, err)
+	after, err := admin.GetQueueDepths(ctx)
+	require.NoError(t, err)
+	require.Equal(t, d, after, "a check writes nothing")
 }
 
 // TestCrashReleasesNothing: a crashed runtime sends nothing more: the

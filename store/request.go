@@ -66,9 +66,8 @@ func ttlSeconds(d time.Duration) int64 {
 // error. dup reports that the call had taken effect already (nothing was
 // written now).
 func (p *Store) enqueueOnce(ctx context.Context, op, rid, kind string, d queueDoc) (dup bool, err error) {
-	sum := sha256.Sum256([]byte(callEncoding(d.WorkItem)))
 	rec := requestDoc{ID: requestDocID(rid), InstanceID: d.InstanceID, Type: typeRequest, RequestID: rid,
-		Kind: kind, Digest: hex.EncodeToString(sum[:]), Message: d.ID, CreatedAt: nowMS(),
+		Kind: kind, Digest: callDigest(d.WorkItem), Message: d.ID, CreatedAt: nowMS(),
 		TTL: ttlSeconds(p.opts.RequestRetention)}
 	// Safe to resend: the record's fixed id turns a second landing into 409.
 	_, err = p.s.execBatch(ctx, d.InstanceID, []batchOp{opCreate(rec), opCreate(d)}, true)
@@ -86,10 +85,45 @@ func (p *Store) enqueueOnce(ctx context.Context, op, rid, kind string, d queueDo
 		// may try again and create it.
 		return false, durable.Retryable(op, err, "request record vanished while checking a resend")
 	case got.Kind != rec.Kind || got.Digest != rec.Digest:
-		return false, durable.Permanent(op, nil, "request id was already used for a different %s call on this instance", got.Kind)
+		return false, durable.Permanent(op, durable.ErrRequestReused, "request id was already used for a different %s call on this instance", got.Kind)
 	}
 	p.log.Info("a resent call had taken effect already", zap.String("op", op), zap.String("instance", d.InstanceID))
 	return true, nil
+}
+
+// callDigest is a request record's digest of a call's encoded work item.
+func callDigest(workItem string) string {
+	sum := sha256.Sum256([]byte(callEncoding(workItem)))
+	return hex.EncodeToString(sum[:])
+}
+
+// CheckRequest implements durable.RequestChecker: one point read of the
+// request record in the target instance's partition.
+func (p *Store) CheckRequest(ctx context.Context, item durable.WorkItem) (durable.RequestState, error) {
+	const op = "check_request"
+	rid := durable.RequestIDOf(item)
+	if rid == "" {
+		return durable.RequestUnknown, nil
+	}
+	inst := item.TargetInstance()
+	if err := checkInstanceID(op, inst); err != nil {
+		return durable.RequestUnknown, err
+	}
+	b, err := durable.MarshalWorkItem(item)
+	if err != nil {
+		return durable.RequestUnknown, durable.Permanent(op, err, "encode work item")
+	}
+	var got requestDoc
+	found, err := p.s.read(ctx, inst, requestDocID(rid), &got)
+	switch {
+	case err != nil:
+		return durable.RequestUnknown, mapErr(op, err)
+	case !found:
+		return durable.RequestUnknown, nil
+	case got.Kind != item.Kind() || got.Digest != callDigest(string(b)):
+		return durable.RequestDifferent, nil
+	}
+	return durable.RequestSame, nil
 }
 
 // callEncoding is the encoding a request record's digest covers: the work

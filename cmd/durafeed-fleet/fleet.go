@@ -412,7 +412,7 @@ func drive(ctx context.Context, f *fleet, id, kind string) error {
 	if err != nil {
 		return err
 	}
-	if status != http.StatusCreated && status != http.StatusConflict { // 409: a resent start found it
+	if status != http.StatusCreated { // a resend of a start that landed answers 201 too: a 409 is a failure
 		return fmt.Errorf("start: %d %v", status, body)
 	}
 	if kind == "Approval" {

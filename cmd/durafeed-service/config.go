@@ -28,6 +28,7 @@ type config struct {
 	Mode          provider.Mode
 	LogLevel      zapcore.Level
 	Grace         time.Duration
+	Drain         time.Duration
 	ReplicaID     string
 	PeerListen    string
 	PeerAdvertise string
@@ -38,6 +39,12 @@ type config struct {
 // defaultGrace is the shutdown grace period: under Azure Container Apps'
 // 30 s termination grace period, so the process exits on its own.
 const defaultGrace = 25 * time.Second
+
+// defaultDrain is how long a stopping service keeps answering, not
+// ready, before it closes its listener: a few probe periods for the
+// platform to take it out of rotation (at most a fifth of the grace
+// period unless DURAFEED_DRAIN says otherwise).
+const defaultDrain = 5 * time.Second
 
 // configFromEnv reads the configuration through getenv.
 func configFromEnv(getenv func(string) string) (config, error) {
@@ -52,6 +59,7 @@ func configFromEnv(getenv func(string) string) (config, error) {
 		PeerListen:    getenv("DURAFEED_PEER_LISTEN"),
 		PeerAdvertise: getenv("DURAFEED_PEER_ADVERTISE"),
 		Grace:         defaultGrace,
+		Drain:         defaultDrain,
 		Orchestration: 2,
 		Workers:       2,
 	}
@@ -73,6 +81,19 @@ func configFromEnv(getenv func(string) string) (config, error) {
 			errs = append(errs, fmt.Errorf("DURAFEED_GRACE %q: want a positive duration such as 25s", s))
 		}
 		c.Grace = d
+	}
+	if c.Grace > 0 {
+		c.Drain = min(defaultDrain, c.Grace/5)
+	}
+	if s := getenv("DURAFEED_DRAIN"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("DURAFEED_DRAIN %q: want a non-negative duration such as 5s", s))
+		}
+		c.Drain = d
+	}
+	if c.Grace > 0 && c.Drain >= c.Grace {
+		errs = append(errs, fmt.Errorf("DURAFEED_DRAIN %s must be shorter than DURAFEED_GRACE %s", c.Drain, c.Grace))
 	}
 	for _, v := range []struct {
 		name string
@@ -123,6 +144,6 @@ func (c config) fields() []zap.Field {
 	}
 	return []zap.Field{zap.String("listen", c.Listen), zap.String("store", store), zap.String("auth", auth),
 		zap.String("database", c.Database), zap.String("container", c.Container), zap.Stringer("mode", c.Mode),
-		zap.Duration("grace", c.Grace), zap.Bool("peer_wake", c.PeerListen != ""),
+		zap.Duration("grace", c.Grace), zap.Duration("drain", c.Drain), zap.Bool("peer_wake", c.PeerListen != ""),
 		zap.Int("orchestration_concurrency", c.Orchestration), zap.Int("worker_concurrency", c.Workers)}
 }

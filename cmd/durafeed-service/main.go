@@ -17,6 +17,8 @@
 //	DURAFEED_MODE                       event-driven (default) or polling
 //	DURAFEED_LOG_LEVEL                  debug, info (default), warn, error
 //	DURAFEED_GRACE                      shutdown grace period after SIGTERM (default 25s)
+//	DURAFEED_DRAIN                      part of the grace period the listener stays open, answering
+//	                                    /readyz with 503, before it closes (default 5s; less than the grace)
 //	DURAFEED_REPLICA_ID                 replica name in the leases (default: a fresh one)
 //	DURAFEED_PEER_LISTEN                peer wake channel listen address (default: channel off)
 //	DURAFEED_PEER_ADVERTISE             host:port other replicas dial (default: the listener's)
@@ -35,10 +37,15 @@
 // Readiness (/readyz) turns on once the runtime's dispatchers run and, in
 // event-driven mode, the replica holds its share of the leases; liveness
 // (/healthz) answers while the process serves. On SIGTERM or SIGINT the
-// replica stops being ready, stops taking HTTP requests (in-flight ones
-// get a fifth of the grace period), lets in-flight turns and activities
-// finish within the grace period (abandoning what is left, for other
-// replicas to take), hands its leases to the live replicas and exits 0.
+// replica stops being ready: for DURAFEED_DRAIN it keeps its listener
+// open and answers every request (/readyz with 503, so that probes and
+// load balancers take it out of rotation; connections are not kept
+// alive), and a status request waiting for an instance (?wait=) gets the
+// instance's current status at once. Then it closes the listener, waits
+// for the requests in flight to end, lets in-flight turns and activities
+// finish within the rest of the grace period (abandoning what is left,
+// for other replicas to take), hands its leases to the live replicas and
+// exits 0.
 //
 // Exit status: 0 after a stop by signal, 1 when the service could not
 // start or stop cleanly, 2 for a bad configuration.
@@ -103,6 +110,9 @@ func newLogger(w io.Writer, level zapcore.Level) *zap.Logger {
 // address once the listener is open.
 type hooks struct {
 	listening func(addr string)
+	// holdDrain, when set, keeps the drain going (past DURAFEED_DRAIN)
+	// until it is closed: a test observes the draining service.
+	holdDrain <-chan struct{}
 }
 
 // run serves until ctx ends, then stops within cfg.Grace. getenv gives
@@ -146,8 +156,9 @@ func run(ctx context.Context, cfg config, getenv func(string) string, log *zap.L
 		TracerProvider: tel.tracer, MeterProvider: tel.meter})
 
 	var ready atomic.Bool
-	api, err := httpapi.New(rt.Client(), httpapi.Options{Orchestrations: reg, Ready: ready.Load, Logger: log.Named("http"),
-		TracerProvider: tel.tracer})
+	stopping := make(chan struct{})
+	api, err := httpapi.New(rt.Client(), httpapi.Options{Orchestrations: reg, Ready: ready.Load, Stopping: stopping,
+		Logger: log.Named("http"), TracerProvider: tel.tracer})
 	if err != nil {
 		return err
 	}
@@ -194,18 +205,27 @@ func run(ctx context.Context, cfg config, getenv func(string) string, log *zap.L
 		return fmt.Errorf("HTTP server: %w", err)
 	}
 
-	// Stop: not ready, no new requests, in-flight work finishes or is
-	// abandoned within the grace period, the leases go to live replicas.
+	// Stop: not ready while still answering (the drain), waiting status
+	// requests answered, then no new requests; in-flight work finishes or
+	// is abandoned within the grace period, the leases go to live
+	// replicas.
 	began := time.Now()
 	ready.Store(false)
-	log.Info("stopping", zap.Duration("grace", cfg.Grace))
+	close(stopping)
+	srv.SetKeepAlivesEnabled(false)
+	log.Info("stopping", zap.Duration("grace", cfg.Grace), zap.Duration("drain", cfg.Drain))
 	gctx, cancel := context.WithTimeout(context.Background(), cfg.Grace)
 	defer cancel()
-	hctx, hcancel := context.WithTimeout(gctx, cfg.Grace/5)
-	if err := srv.Shutdown(hctx); err != nil {
-		_ = srv.Close() // requests still waiting (long status waits) are cut
+	drain := time.NewTimer(cfg.Drain)
+	<-drain.C
+	if h != nil && h.holdDrain != nil {
+		<-h.holdDrain
 	}
-	hcancel()
+	// Shutdown closes the listener and waits for the requests in flight
+	// (no status wait is left: they ended at the drain's start).
+	if err := srv.Shutdown(gctx); err != nil {
+		_ = srv.Close()
+	}
 	<-served
 	var errs []error
 	if err := rt.Shutdown(gctx); err != nil {

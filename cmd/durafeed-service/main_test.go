@@ -45,16 +45,19 @@ func TestConfigFromEnv(t *testing.T) {
 	c, err := configFromEnv(env(nil))
 	require.NoError(t, err)
 	require.Equal(t, config{Listen: ":8080", Database: "durafeed", Container: "durafeed", Mode: provider.ModeEventDriven,
-		LogLevel: zapcore.InfoLevel, Grace: defaultGrace, Orchestration: 2, Workers: 2}, c)
+		LogLevel: zapcore.InfoLevel, Grace: defaultGrace, Drain: defaultDrain, Orchestration: 2, Workers: 2}, c)
 
 	c, err = configFromEnv(env(map[string]string{
 		"DURAFEED_LISTEN": "127.0.0.1:9000", "COSMOS_ENDPOINT": "https://acct.documents.azure.com:443/", "COSMOS_DATABASE": "db",
 		"COSMOS_CONTAINER": "c", "AZURE_CLIENT_ID": "id", "DURAFEED_MODE": "polling", "DURAFEED_LOG_LEVEL": "debug",
-		"DURAFEED_GRACE": "10s", "DURAFEED_REPLICA_ID": "r1", "DURAFEED_ORCHESTRATION_CONCURRENCY": "4", "DURAFEED_WORKER_CONCURRENCY": "8",
+		"DURAFEED_GRACE": "10s", "DURAFEED_DRAIN": "2s", "DURAFEED_REPLICA_ID": "r1", "DURAFEED_ORCHESTRATION_CONCURRENCY": "4", "DURAFEED_WORKER_CONCURRENCY": "8",
 	}))
 	require.NoError(t, err)
+	short, err := configFromEnv(env(map[string]string{"DURAFEED_GRACE": "3s"}))
+	require.NoError(t, err)
+	require.Equal(t, 600*time.Millisecond, short.Drain, "a fifth of a short grace period")
 	require.Equal(t, config{Listen: "127.0.0.1:9000", Endpoint: "https://acct.documents.azure.com:443/", Database: "db", Container: "c",
-		ClientID: "id", Mode: provider.ModePolling, LogLevel: zapcore.DebugLevel, Grace: 10 * time.Second, ReplicaID: "r1",
+		ClientID: "id", Mode: provider.ModePolling, LogLevel: zapcore.DebugLevel, Grace: 10 * time.Second, Drain: 2 * time.Second, ReplicaID: "r1",
 		Orchestration: 4, Workers: 8}, c)
 
 	for _, tc := range []struct {
@@ -65,6 +68,9 @@ func TestConfigFromEnv(t *testing.T) {
 		{map[string]string{"DURAFEED_LOG_LEVEL": "loud"}, "DURAFEED_LOG_LEVEL"},
 		{map[string]string{"DURAFEED_GRACE": "-1s"}, "DURAFEED_GRACE"},
 		{map[string]string{"DURAFEED_GRACE": "soon"}, "DURAFEED_GRACE"},
+		{map[string]string{"DURAFEED_DRAIN": "-1s"}, "DURAFEED_DRAIN"},
+		{map[string]string{"DURAFEED_DRAIN": "25s"}, "shorter than DURAFEED_GRACE"},
+		{map[string]string{"DURAFEED_GRACE": "3s", "DURAFEED_DRAIN": "3s"}, "shorter than DURAFEED_GRACE"},
 		{map[string]string{"DURAFEED_WORKER_CONCURRENCY": "0"}, "DURAFEED_WORKER_CONCURRENCY"},
 		{map[string]string{"DURAFEED_ORCHESTRATION_CONCURRENCY": "x"}, "DURAFEED_ORCHESTRATION_CONCURRENCY"},
 		{map[string]string{"DURAFEED_PEER_ADVERTISE": "h:1"}, "DURAFEED_PEER_ADVERTISE"},
@@ -125,13 +131,21 @@ func getJSON(t *testing.T, url string) (int, map[string]any) {
 // returns run's result.
 func startService(t *testing.T, vars map[string]string, log *zap.Logger) (string, func() error) {
 	t.Helper()
+	return startServiceWith(t, vars, log, &hooks{})
+}
+
+// startServiceWith is startService with hooks h (its listening hook is
+// the function's own).
+func startServiceWith(t *testing.T, vars map[string]string, log *zap.Logger, h *hooks) (string, func() error) {
+	t.Helper()
 	vars["DURAFEED_LISTEN"] = "127.0.0.1:0"
 	cfg, err := configFromEnv(env(vars))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg, env(vars), log, &hooks{listening: func(a string) { addr <- a }}) }()
+	h.listening = func(a string) { addr <- a }
+	go func() { done <- run(ctx, cfg, env(vars), log, h) }()
 	stop := func() error {
 		cancel()
 		select {
@@ -260,6 +274,52 @@ func (c *child) wait() error {
 		c.seen = append(c.seen, l)
 	}
 	return c.cmd.Wait()
+}
+
+// TestStopAnswersEveryone: a stopping service keeps its listener open
+// while it drains, answering /readyz with 503 and every other request; a
+// status request waiting for an instance gets the instance's current
+// status at once instead of a cut connection; then it stops cleanly.
+func TestStopAnswersEveryone(t *testing.T) {
+	t.Parallel()
+	hold := make(chan struct{})
+	base, stop := startServiceWith(t, map[string]string{"DURAFEED_DRAIN": "0s"}, zap.NewNop(), &hooks{holdDrain: hold})
+	resp, err := http.Post(base+"/v1/instances", "application/json",
+		strings.NewReader(`{"name":"Approval","input":{"item":"x"},"instanceId":"drain-1"}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	require.Eventually(t, func() bool { s, _ := getJSON(t, base+"/v1/instances/drain-1"); return s == http.StatusOK }, hang, 10*time.Millisecond)
+
+	type answer struct {
+		status int
+		body   map[string]any
+	}
+	waited := make(chan answer, 1)
+	go func() {
+		s, b := getJSON(t, base+"/v1/instances/drain-1?wait=60s")
+		waited <- answer{s, b}
+	}()
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+
+	a := <-waited
+	require.Equal(t, http.StatusOK, a.status, "the waiting request is answered")
+	require.Equal(t, "Running", a.body["state"], "with the instance as it is")
+	require.Eventually(t, func() bool { s, _ := getJSON(t, base+"/readyz"); return s == http.StatusServiceUnavailable }, hang, 10*time.Millisecond,
+		"readiness answers 503 while the listener is open")
+	s, b := getJSON(t, base+"/v1/instances/drain-1?wait=30s")
+	require.Equal(t, http.StatusOK, s, "requests are still answered while draining, without waiting")
+	require.Equal(t, "Running", b["state"])
+	close(hold)
+	select {
+	case err := <-stopped:
+		require.NoError(t, err)
+	case <-time.After(hang):
+		t.Fatal("the service did not stop")
+	}
+	_, err = http.Get(base + "/readyz")
+	require.Error(t, err, "the listener is closed once the drain is over")
 }
 
 // TestSIGTERMExitsZero: the service as a process stops on SIGTERM within

@@ -27,8 +27,9 @@ type handle struct {
 }
 
 var (
-	_ durable.Provider      = (*handle)(nil)
-	_ durable.ProviderAdmin = (*handle)(nil)
+	_ durable.Provider       = (*handle)(nil)
+	_ durable.ProviderAdmin  = (*handle)(nil)
+	_ durable.RequestChecker = (*handle)(nil)
 )
 
 // begin checks the context and takes the store's mutex; the caller must
@@ -555,6 +556,21 @@ func (p *handle) RenewOrchestrationItemLock(ctx context.Context, lockToken strin
 	lock.until = now.Add(extendFor)
 	p.s.notify() // the lock may now expire sooner
 	return nil
+}
+
+// CheckRequest implements durable.RequestChecker.
+func (p *handle) CheckRequest(ctx context.Context, item durable.WorkItem) (durable.RequestState, error) {
+	const op = "check_request"
+	e, err := encodeItem(op, item, item.Queue())
+	if err != nil {
+		return durable.RequestUnknown, err
+	}
+	unlock, err := p.begin(ctx, op)
+	if err != nil {
+		return durable.RequestUnknown, err
+	}
+	defer unlock()
+	return p.s.checkRequest(e), nil
 }
 
 // EnqueueForOrchestrator implements durable.Provider.

@@ -71,6 +71,33 @@ type requestRec struct {
 	at     time.Time
 }
 
+// callDigest is the digest of e's call: its encoding without the span it
+// was made in.
+func callDigest(e encodedItem) [sha256.Size]byte {
+	data := e.data
+	if b, err := durable.MarshalWorkItem(durable.WithoutTraceParent(e.item)); err == nil {
+		data = b
+	}
+	return sha256.Sum256(data)
+}
+
+// checkRequest reports what is recorded of e's request id, writing
+// nothing (durable.RequestChecker).
+func (s *Store) checkRequest(e encodedItem) durable.RequestState {
+	rid := durable.RequestIDOf(e.item)
+	if rid == "" {
+		return durable.RequestUnknown
+	}
+	old, ok := s.requests[e.item.TargetInstance()][rid]
+	switch {
+	case !ok || s.now().Sub(old.at) >= RequestRetention:
+		return durable.RequestUnknown
+	case old.kind != e.item.Kind() || old.digest != callDigest(e):
+		return durable.RequestDifferent
+	}
+	return durable.RequestSame
+}
+
 // recordRequest records e's request id, if it has one, and reports
 // whether the same call was recorded already (then nothing is to be
 // enqueued). The same id with another call is a permanent error. Records
@@ -92,14 +119,10 @@ func (s *Store) recordRequest(op string, e encodedItem) (dup bool, err error) {
 			delete(recs, id)
 		}
 	}
-	data := e.data
-	if b, err := durable.MarshalWorkItem(durable.WithoutTraceParent(e.item)); err == nil {
-		data = b // the call without the span it was made in
-	}
-	rec := requestRec{kind: e.item.Kind(), digest: sha256.Sum256(data), at: now}
+	rec := requestRec{kind: e.item.Kind(), digest: callDigest(e), at: now}
 	if old, ok := recs[rid]; ok {
 		if old.kind != rec.kind || old.digest != rec.digest {
-			return false, durable.Permanent(op, nil, "request id was already used for a different %s call on this instance", old.kind)
+			return false, durable.Permanent(op, durable.ErrRequestReused, "request id was already used for a different %s call on this instance", old.kind)
 		}
 		return true, nil
 	}
