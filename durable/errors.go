@@ -21,6 +21,12 @@ var (
 	// different call (another kind, or other arguments): nothing was
 	// enqueued.
 	ErrRequestReused = errors.New("request id already used for a different call")
+	// ErrTooLarge matches the permanent error of a work item, history
+	// event or turn whose documents exceed what the provider can write
+	// (a document or a transactional batch over its limit): nothing was
+	// written, and the same call fails again. The message names the size
+	// and the limit, never the payload.
+	ErrTooLarge = errors.New("too large for the store")
 )
 
 // ProviderError is the error every provider method returns. The runtime

@@ -32,12 +32,20 @@ import (
 
 // Limits and defaults.
 const (
-	// DefaultMaxInputBytes is Options.MaxInputBytes' default: 1 MiB, half
-	// of Cosmos DB's 2 MB document limit, since the start message and the
-	// history event that carry an input embed it as an escaped string in
-	// a document of their own (the provider refuses, with nothing written,
-	// an input whose escaping still brings its document over 2 MB).
-	DefaultMaxInputBytes = 1 << 20
+	// DefaultMaxInputBytes is Options.MaxInputBytes' default: 800 KiB of
+	// stored size (StoredSize: the payload escaped as the store embeds
+	// it, a string in a work item that is itself a string in its queue
+	// document). It is derived from the Cosmos DB provider's writes so
+	// that every input accepted can finish: a turn's commit is one
+	// transactional batch of at most 1,800 KiB holding the instance and
+	// the execution records, each carrying the orchestration's output
+	// (escaped once), so an output that echoes its input must stay
+	// under half that; the start message, escaped twice, under the 2 MB
+	// document limit. 800 KiB leaves room for an output somewhat larger
+	// than its input and for the records' other fields. A turn that
+	// still cannot be written (an output grown far past its input) fails
+	// its orchestration at once with the store's limit in the error.
+	DefaultMaxInputBytes = 800 << 10
 	// MaxInstanceIDBytes is the longest instance id accepted, in UTF-8
 	// bytes (the Cosmos DB provider's limit).
 	MaxInstanceIDBytes = 1024
@@ -281,9 +289,8 @@ func (a *api) start(w http.ResponseWriter, r *http.Request) {
 	if len(req.Input) > 0 {
 		input = string(req.Input)
 	}
-	if len(input) > a.o.MaxInputBytes {
-		writeError(w, apiError{status: http.StatusBadRequest, Code: "input_too_large",
-			Message: fmt.Sprintf("input is %d bytes, over the limit of %d", len(input), a.o.MaxInputBytes), Limit: a.o.MaxInputBytes})
+	if e := a.checkSize("input", input); e != nil {
+		writeError(w, *e)
 		return
 	}
 	if req.Version != "" {
@@ -758,11 +765,34 @@ func (a *api) readPayload(r *http.Request) (string, *apiError) {
 	if !json.Valid([]byte(s)) {
 		return "", ptr(badRequest("bad_json", "the body is not one JSON value"))
 	}
-	if len(s) > a.o.MaxInputBytes {
-		return "", &apiError{status: http.StatusBadRequest, Code: "input_too_large",
-			Message: fmt.Sprintf("the payload is %d bytes, over the limit of %d", len(s), a.o.MaxInputBytes), Limit: a.o.MaxInputBytes}
+	if e := a.checkSize("the payload", s); e != nil {
+		return "", e
 	}
 	return s, nil
+}
+
+// StoredSize is the size a payload takes as the store embeds it: as a
+// JSON string (quotes, backslashes and line breaks take two bytes,
+// control characters and <, > and & six) within a work item that is
+// itself a JSON string in its queue document, so escaped twice. For
+// letters and digits it is the payload's length plus a few bytes.
+func StoredSize(payload string) int {
+	once, _ := json.Marshal(payload) // a string always encodes
+	twice, _ := json.Marshal(string(once))
+	return len(twice)
+}
+
+// checkSize refuses a payload whose stored size exceeds MaxInputBytes.
+func (a *api) checkSize(what, payload string) *apiError {
+	if 7*len(payload)+4 <= a.o.MaxInputBytes { // seven bytes a byte at most, escaped twice: no need to measure
+		return nil
+	}
+	n := StoredSize(payload)
+	if n <= a.o.MaxInputBytes {
+		return nil
+	}
+	return &apiError{status: http.StatusBadRequest, Code: "input_too_large", Limit: a.o.MaxInputBytes,
+		Message: fmt.Sprintf("%s is %d bytes and takes %d stored (escaped as the store embeds it), over the limit of %d", what, len(payload), n, a.o.MaxInputBytes)}
 }
 
 func readAll(r *http.Request) ([]byte, error) { return io.ReadAll(r.Body) }

@@ -553,3 +553,37 @@ func TestStoppingEndsWaits(t *testing.T) {
 	a := f.do(t, "GET", "/v1/instances/s?wait=1h", "")
 	require.Equal(t, "Running", a.body["state"], "a wait after the stop answers at once")
 }
+
+// TestDefaultInputLimit: with the default limit the stored size decides
+// (StoredSize): letters up to the limit pass, a quote-heavy input far
+// shorter than the limit is refused as too large (not as an encoder
+// failure), and the answer states the limit.
+func TestDefaultInputLimit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(o *httpapi.Options) { o.MaxInputBytes = 0 })
+	limit := httpapi.DefaultMaxInputBytes
+	for _, tc := range []struct {
+		name   string
+		input  string
+		status int
+	}{
+		{"letters at the limit", `"` + strings.Repeat("x", limit-16) + `"`, http.StatusCreated},
+		{"letters over the limit", `"` + strings.Repeat("x", limit) + `"`, http.StatusBadRequest},
+		{"quotes, 200 KiB of them", `"` + strings.Repeat(`\"`, 100<<10-4) + `"`, http.StatusCreated},
+		{"quotes, 500,000 bytes", `"` + strings.Repeat(`\"`, 249_999) + `"`, http.StatusBadRequest},
+		{"markup, 120,000 bytes", `"` + strings.Repeat(`<`, 120_000) + `"`, http.StatusBadRequest},
+	} {
+		body, err := json.Marshal(map[string]any{"name": "Echo", "input": json.RawMessage(tc.input)})
+		require.NoError(t, err)
+		a := f.do(t, "POST", "/v1/instances", string(body))
+		require.Equal(t, tc.status, a.status, "%s: %.300s", tc.name, a.raw)
+		if tc.status == http.StatusBadRequest {
+			require.Equal(t, "input_too_large", a.code(), tc.name)
+			e, _ := a.body["error"].(map[string]any)
+			require.Equal(t, float64(limit), e["limit"], tc.name)
+		}
+	}
+	require.Equal(t, 7, httpapi.StoredSize("x"), `x is stored as "\"x\""`)
+	quotes := func(n int) int { return httpapi.StoredSize(`"` + strings.Repeat(`\"`, n) + `"`) }
+	require.Equal(t, 8*1000, quotes(2000)-quotes(1000), "a quote inside a string takes eight bytes stored")
+}

@@ -14,14 +14,32 @@
 //	GET    /readyz                              readiness: 200 while Options.Ready says so, else 503
 //
 // Every error is a JSON body {"error": {"code", "message"}} (plus "limit"
-// for a size limit) with a status that says whose fault it is: 400 for
-// bad input (malformed JSON, an unknown orchestration, an invalid instance
-// id, an input over MaxInputBytes), 404 for an unknown instance, 409 for
-// a conflict (the instance exists, has ended, or is running and not
-// forced), 413 for a body over MaxInputBytes plus 64 KiB, 422 for an
-// Idempotency-Key reused with another request, 503 for a retryable
-// provider failure (with Retry-After), 500 otherwise. A refused request
-// changes nothing.
+// for a size limit) with a status that says whose fault it is, and a
+// refused request changes nothing:
+//
+//	400 bad_json                malformed JSON, not one value, an unknown field
+//	400 invalid_name            a name that is empty, over 1,024 bytes or not UTF-8
+//	400 unknown_orchestration   a name (or version) the registry does not know
+//	400 invalid_instance_id     an id that is empty, over 1,024 bytes, not UTF-8, or holds control characters
+//	400 input_too_large         an input or event payload whose stored size is over MaxInputBytes
+//	                            (default 819,200): the size as the store embeds it, escaped twice
+//	                            (StoredSize): letters and digits count one byte each, so about
+//	                            800 KiB of them; a quote or backslash inside a JSON string counts
+//	                            eight, so about 100,000 of them; <, > and & count seven
+//	400 invalid_idempotency_key a key over 256 bytes or not UTF-8
+//	404 instance_not_found      an unknown instance (or one whose first turn has not run)
+//	409 instance_exists         a start for an existing instance (not a resend of its start)
+//	409 instance_ended          an event or cancel for an ended instance (not a resend)
+//	409 instance_running        a delete of a running instance without force=true
+//	413 body_too_large          a body over MaxInputBytes plus 64 KiB (884,736 bytes by default)
+//	422 idempotency_key_reused  an Idempotency-Key resent with another request on its instance
+//	503 unavailable             a retryable provider failure (with Retry-After)
+//	500 internal                anything else
+//
+// MaxInputBytes' default is derived from what the Cosmos DB provider
+// writes, so that every accepted input can finish (DefaultMaxInputBytes):
+// a turn whose output has grown far past its input and cannot be written
+// fails its orchestration at once, with the store's limit in its error.
 //
 // Starts, events and cancellations accept an Idempotency-Key header (at
 // most 256 bytes of UTF-8), the runtime's request id

@@ -44,6 +44,8 @@ func providerError(err error) apiError {
 	switch {
 	case errors.Is(err, durable.ErrRequestReused):
 		return keyReused()
+	case errors.Is(err, durable.ErrTooLarge):
+		return apiError{status: http.StatusBadRequest, Code: "input_too_large", Message: err.Error()}
 	case errors.Is(err, durable.ErrPermanent):
 		return apiError{status: http.StatusBadRequest, Code: "rejected", Message: err.Error()}
 	case durable.IsRetryable(err):

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"go.uber.org/zap"
@@ -91,12 +92,24 @@ func (r *Runtime) processOrchestration(ctx context.Context, item *durable.Orches
 		log.Debug("orchestration completed", r.payload("output", res.Output))
 	}
 	stampTurn(sctx, &res.Turn)
-	if r.commitTurn(ctx, item, res.Turn, log) {
+	switch r.commitTurn(ctx, item, res.Turn, log) {
+	case commitDone:
 		outcome, failed = turnOutcome(res.Outcome), res.Outcome == replay.OutcomeFailed
-	} else {
+	case commitFailedInstead:
+		outcome, failed = "failed", true
+	default:
 		outcome = "not_committed"
 	}
 }
+
+// commitResult is what commitTurn did.
+type commitResult int
+
+const (
+	commitNone          commitResult = iota // nothing committed: the turn runs again
+	commitDone                              // the turn committed
+	commitFailedInstead                     // the turn could not be written; a failure of the orchestration was
+)
 
 // turnOutcome names a committed turn's outcome for spans and metrics.
 func turnOutcome(o replay.Outcome) string {
@@ -118,7 +131,32 @@ func turnOutcome(o replay.Outcome) string {
 // execution recorded when the child was scheduled (ParentExecutionID);
 // children started before that field existed carry 0, and for them the
 // parent's current execution is looked up instead.
-func (r *Runtime) commitTurn(ctx context.Context, item *durable.OrchestrationItem, turn durable.OrchestrationTurn, log *zap.Logger) (committed bool) {
+//
+// A turn the provider cannot write for its size (durable.ErrTooLarge:
+// an output, a payload or a batch over the store's limit) fails at once
+// instead of running again into the same refusal until it is poisoned:
+// the orchestration fails with the provider's message, which names the
+// size and the limit, never the payload.
+func (r *Runtime) commitTurn(ctx context.Context, item *durable.OrchestrationItem, turn durable.OrchestrationTurn, log *zap.Logger) commitResult {
+	err := r.ackTurn(ctx, item, turn, log)
+	if !errors.Is(err, durable.ErrTooLarge) {
+		if err != nil {
+			return commitNone
+		}
+		return commitDone
+	}
+	log.Error("the turn is too large for the store; failing the orchestration", zap.Error(err))
+	details := history.InfrastructureError("ack_orchestration_item", "the turn cannot be written: "+err.Error(), false)
+	if r.ackTurn(ctx, item, r.failureTurn(item, details), log) != nil {
+		return commitNone
+	}
+	return commitFailedInstead
+}
+
+// ackTurn acks the turn with the routing fix-ups, and says what an
+// error means: a refused ack leaves the lock to expire, a failed one
+// abandons the turn.
+func (r *Runtime) ackTurn(ctx context.Context, item *durable.OrchestrationItem, turn durable.OrchestrationTurn, log *zap.Logger) error {
 	cctx, cancel := commitCtx(ctx)
 	defer cancel()
 	for i, w := range turn.OrchestratorItems {
@@ -136,8 +174,8 @@ func (r *Runtime) commitTurn(ctx context.Context, item *durable.OrchestrationIte
 		}
 	}
 	err := retryCommit(cctx, func(c context.Context) error { return r.p.AckOrchestrationItem(c, item.LockToken, turn) })
-	if err == nil {
-		return true
+	if err == nil || errors.Is(err, durable.ErrTooLarge) {
+		return err
 	}
 	if !durable.IsRetryable(err) {
 		// The lock is gone (expired, or released because this replica was
@@ -145,11 +183,11 @@ func (r *Runtime) commitTurn(ctx context.Context, item *durable.OrchestrationIte
 		// the lock is taken next. (An ack that committed but whose answer
 		// was lost is read back by the provider and returns nil.)
 		log.Warn("ack refused: the turn's lock is no longer held; the turn did not commit and will run again", zap.Error(err))
-		return false
+		return err
 	}
 	log.Warn("ack failed; abandoning", zap.Error(err))
 	r.abandonOrchestration(ctx, item, r.opts.FailureBackoff, true, log)
-	return false
+	return err
 }
 
 // parentExecution returns the parent's current execution id (1 if
@@ -180,6 +218,26 @@ func (r *Runtime) poisonOrchestration(ctx context.Context, item *durable.Orchest
 		AttemptCount: item.AttemptCount, MaxAttempts: r.opts.MaxAttempts, Type: history.PoisonOrchestration,
 		Instance: item.Instance, ExecutionID: max(item.ExecutionID, 1), Message: string(msg),
 	})
+	if item.HistoryError != "" {
+		details.Poison.Type = history.PoisonFailedDeserialization
+		details.Poison.DecodeError = item.HistoryError
+	}
+	turn := r.failureTurn(item, details)
+	if turn.Metadata.Status == durable.StatusFailed {
+		log.Error("orchestration poisoned", zap.String("error", details.DisplayMessage()))
+	} else {
+		log.Warn("dropping poison messages of an instance that never started or has ended")
+	}
+	r.commitTurn(ctx, item, turn, log)
+}
+
+// failureTurn is the turn that fails item's orchestration with details,
+// consuming its messages: the start and the failure for an instance whose
+// start is among them, the failure after its history otherwise (and a
+// failure for its parent, if any). An instance that never started (no
+// start among the messages) or has ended gets a turn that only consumes
+// the messages (its Metadata.Status is not Failed).
+func (r *Runtime) failureTurn(item *durable.OrchestrationItem, details history.ErrorDetails) durable.OrchestrationTurn {
 	now := uint64(r.opts.Clock().UnixMilli())
 	rv := r.opts.RuntimeVersion.String()
 	execID := max(item.ExecutionID, 1)
@@ -191,8 +249,6 @@ func (r *Runtime) poisonOrchestration(ctx context.Context, item *durable.Orchest
 	var parentExec, parentID uint64
 	switch {
 	case item.HistoryError != "":
-		details.Poison.Type = history.PoisonFailedDeserialization
-		details.Poison.DecodeError = item.HistoryError
 		turn.HistoryDelta = []history.Event{ev(CorruptHistoryEventID, history.OrchestrationFailed{Details: details})}
 	case len(item.History) == 0:
 		var start *durable.StartOrchestration
@@ -203,9 +259,7 @@ func (r *Runtime) poisonOrchestration(ctx context.Context, item *durable.Orchest
 			}
 		}
 		if start == nil {
-			log.Warn("dropping poison messages of an instance that never started")
-			r.commitTurn(ctx, item, turn, log)
-			return
+			return turn
 		}
 		parent, parentExec, parentID = start.ParentInstance, start.ParentExecutionID, start.ParentID
 		turn.HistoryDelta = []history.Event{
@@ -216,8 +270,7 @@ func (r *Runtime) poisonOrchestration(ctx context.Context, item *durable.Orchest
 		pv := *r.opts.RuntimeVersion
 		turn.Metadata = durable.ExecutionMetadata{OrchestrationName: start.Orchestration, OrchestrationVersion: start.Version, ParentInstanceID: parent, PinnedVersion: &pv}
 	case item.History[len(item.History)-1].IsTerminal():
-		r.commitTurn(ctx, item, turn, log)
-		return
+		return turn
 	default:
 		if st, ok := item.History[0].Kind.(history.OrchestrationStarted); ok {
 			parent, parentExec, parentID = st.ParentInstance, st.ParentExecutionID, st.ParentID
@@ -231,6 +284,5 @@ func (r *Runtime) poisonOrchestration(ctx context.Context, item *durable.Orchest
 		turn.OrchestratorItems = append(turn.OrchestratorItems, durable.SubOrchFailed{
 			ParentInstance: parent, ParentExecutionID: parentExec, ParentID: parentID, Details: details})
 	}
-	log.Error("orchestration poisoned", zap.String("error", out))
-	r.commitTurn(ctx, item, turn, log)
+	return turn
 }

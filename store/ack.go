@@ -155,7 +155,7 @@ func (p *Store) planTurn(ctx context.Context, op string, d *instanceDoc, t parse
 	// Execution record: the current one is copied in the instance document.
 	var ex executionDoc
 	switch {
-	case d.Exec != nil && d.Exec.ExecutionID == turn.ExecutionID:
+	case d.Exec != nil && d.Exec.ExecutionID == turn.ExecutionID && !d.Exec.OutputElsewhere:
 		ex = *d.Exec
 	case turn.ExecutionID > d.CurrentExecutionID:
 		ex = executionDoc{ID: execDocID(turn.ExecutionID), InstanceID: instance, Type: typeExecution,
@@ -212,6 +212,9 @@ func (p *Store) planTurn(ctx context.Context, op string, d *instanceDoc, t parse
 		nd.CurrentExecutionID = turn.ExecutionID
 		nd.Status, nd.Output, nd.CompletedAt = ex.Status, ex.Output, ex.CompletedAt
 		exCopy := ex
+		if exCopy.Output != nil {
+			exCopy.Output, exCopy.OutputElsewhere = nil, true
+		}
 		nd.Exec = &exCopy
 	}
 	for i := len(turn.HistoryDelta) - 1; i >= 0; i-- {
@@ -463,7 +466,7 @@ func (p *Store) ackLarge(ctx context.Context, op string, d *instanceDoc, plan *t
 	}
 	final = append(final, plan.kv...)
 	if !fitsOneBatch(final) {
-		return Commit{}, durable.Permanent(op, nil, "turn of %q has too many key-value changes or low event ids for one batch", instance)
+		return Commit{}, durable.Permanent(op, durable.ErrTooLarge, "%s", finalBatchTooLarge(instance, final, len(low), len(plan.kv)))
 	}
 	var deferred []string
 	for _, id := range plan.deletes {
@@ -540,6 +543,22 @@ func (p *Store) ackLarge(ctx context.Context, op string, d *instanceDoc, plan *t
 		}
 	}
 	return plan.committed(plan.intents), nil
+}
+
+// finalBatchTooLarge says why a large turn's final batch (the instance
+// and execution records, history at or below the old mark, the KV
+// writes; one transactional batch, since it is the commit) cannot be
+// written: its size against the batch limit, and what takes the room,
+// without any payload.
+func finalBatchTooLarge(instance string, final []batchOp, low, kv int) string {
+	n := 0
+	for _, o := range final {
+		n += o.size()
+	}
+	return fmt.Sprintf("turn of %q cannot commit: its commit batch (the instance record %d bytes, the execution record %d bytes, "+
+		"%d history events at or below the mark, %d key-value writes; %d operations) takes %d bytes, the limit is %d bytes (%d operations); "+
+		"the records carry the orchestration's output, custom status and status, so an output near half the limit cannot be written",
+		instance, final[0].size(), final[1].size(), low, kv, len(final), n, maxBatchBytes, maxBatchOps)
 }
 
 // publish makes a committed large turn's staged documents visible, deletes

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -146,9 +147,10 @@ func mapErr(op string, err error) error {
 		return durable.Retryable(op, err, "cosmos status %d", status)
 	case status == http.StatusConflict, status == http.StatusPreconditionFailed:
 		return durable.Retryable(op, err, "concurrent update (status %d)", status)
+	case status == http.StatusRequestEntityTooLarge:
+		return durable.Permanent(op, fmt.Errorf("%w: %w", durable.ErrTooLarge, err), "cosmos status 413: a document or batch over the service's 2 MB limit")
 	case status == http.StatusBadRequest, status == http.StatusNotFound,
-		status == http.StatusRequestEntityTooLarge, status == http.StatusUnauthorized,
-		status == http.StatusForbidden:
+		status == http.StatusUnauthorized, status == http.StatusForbidden:
 		return durable.Permanent(op, err, "cosmos status %d", status)
 	}
 	return durable.Permanent(op, err, "cosmos status %d", status)

@@ -101,6 +101,13 @@ type executionDoc struct {
 	Mark         uint64  `json:"mark"`
 	EventCount   uint64  `json:"eventCount"`
 	HistoryBytes uint64  `json:"historyBytes"`
+	// OutputElsewhere marks the copy in the instance document
+	// (instanceDoc.Exec) of a record whose output was left out: the
+	// output is in the instance document's Output and in the record
+	// itself, and a third copy in the same commit batch would cut the
+	// largest output a turn can write from a half of the batch to a
+	// third. An ack that needs the record reads it then.
+	OutputElsewhere bool `json:"outputElsewhere,omitempty"`
 }
 
 // historyDoc is one event.

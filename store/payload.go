@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"reflect"
 	"unicode/utf8"
+
+	"github.com/durafeed/durafeed/durable"
 )
 
 // MaxDocumentBytes is Cosmos DB's limit on one document: 2 MB, the length
@@ -39,7 +41,7 @@ func checkSize(what string, payload int, doc any) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	if len(b) > MaxDocumentBytes {
-		return fmt.Errorf("%s: its document is %d bytes, over Cosmos DB's 2 MB (%d bytes) document limit", what, len(b), MaxDocumentBytes)
+		return fmt.Errorf("%s: its document is %d bytes, over Cosmos DB's 2 MB (%d bytes) document limit: %w", what, len(b), MaxDocumentBytes, durable.ErrTooLarge)
 	}
 	return nil
 }
