@@ -309,11 +309,21 @@ func atomicityCancelledAckCase(h *H, i, n int, cancelAfter time.Duration) {
 	if first == nil {
 		require.Len(h.T, got, n, "case %d: an ack that returned nil committed", i)
 	}
-	// A second ack with the token commits the turn unless the first did.
+	// Another turn under the token never commits once the first landed.
+	if first == nil || len(got) == n {
+		other := turn
+		other.HistoryDelta = delta[:1]
+		require.ErrorIs(h.T, h.P.AckOrchestrationItem(h.Ctx, item.LockToken, other), durable.ErrPermanent,
+			"case %d: another turn under a lock that committed", i)
+	}
+	// A second ack of the same turn with the token commits it unless the
+	// first did; then it is refused, or recognised as that very commit
+	// (a provider whose commit record names the turn answers nil, the
+	// answer a resend after a lost answer needs). Either way it commits
+	// nothing more.
 	second := h.P.AckOrchestrationItem(h.Ctx, item.LockToken, turn)
-	if first == nil || len(got) == n || second != nil {
-		// (The last: the first ack's write landed after the read above.)
-		require.ErrorIs(h.T, second, durable.ErrPermanent, "case %d: the turn had committed already", i)
+	if second != nil {
+		require.ErrorIs(h.T, second, durable.ErrPermanent, "case %d: a failed second ack is a refusal", i)
 	}
 	got, err = h.P.Read(h.Ctx, id)
 	require.NoError(h.T, err)

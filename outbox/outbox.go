@@ -6,7 +6,11 @@
 // deterministic id and then deleting the intent. Delivery is idempotent: a
 // create that finds the document already there (409) means an earlier
 // delivery succeeded, so an intent delivered twice, by two replicas or
-// after a crash between the two steps, creates one document.
+// after a crash between the two steps, creates one document. That holds
+// after the target's turn has consumed the document too, because the
+// Store keeps its id for a retention period (the Cosmos DB store leaves a
+// tombstone, for its request retention, 24 h by default): a delivery
+// later than that could create it again.
 //
 // Who delivers is the dispatcher's decision (package provider): at once
 // after the commit by the committing process, or, in event-driven mode,
@@ -53,8 +57,9 @@ var ErrExists = errors.New("outbox: document exists")
 // Store is the I/O delivery needs.
 type Store interface {
 	// Create creates doc in partition; it returns an error matching
-	// ErrExists when a document with its id is there already. A create
-	// whose outcome is unknown may be retried: a repeat is ErrExists.
+	// ErrExists when a document with its id is there already, or was
+	// consumed within the store's retention period. A create whose
+	// outcome is unknown may be retried: a repeat is ErrExists.
 	Create(ctx context.Context, partition string, doc json.RawMessage) error
 	// Delete removes a document; a missing one is not an error.
 	Delete(ctx context.Context, partition, id string) error

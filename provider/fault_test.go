@@ -59,6 +59,14 @@ type faultRule struct {
 	status      int
 	fired       bool
 	afterCommit bool
+	// count, when above 1, fails that many requests from the nth on.
+	count int
+	// then, when set, is armed once this rule has fired (a second fault
+	// of the same story: a lost answer, then a failed read-back).
+	then *faultRule
+	// between, when set, runs after an afterCommit request was served and
+	// before its answer (another process acting in that window).
+	between func()
 }
 
 type opCounter struct {
@@ -92,8 +100,11 @@ func (f *faultInjector) middleware(next cosmosemu.Handler) cosmosemu.Handler {
 		fail := false
 		if r != nil && req.Operation == r.op && req.ResourceType == cosmosemu.ResourceDocument {
 			r.seen++
-			if r.seen == r.nth {
+			if r.seen >= r.nth && r.seen < r.nth+max(r.count, 1) {
 				fail, r.fired = true, true
+				if r.seen == r.nth+max(r.count, 1)-1 && r.then != nil {
+					f.rules[req.Container] = r.then // r stays the rule this request meets
+				}
 			}
 		}
 		f.mu.Unlock()
@@ -109,9 +120,15 @@ func (f *faultInjector) middleware(next cosmosemu.Handler) cosmosemu.Handler {
 		switch {
 		case fail && r.afterCommit && r.status == dropAnswer:
 			next(ctx, req)
+			if r.between != nil {
+				r.between()
+			}
 			runtime.Goexit() // no answer: net/http resets the stream (the emulator writes nothing)
 		case fail && r.afterCommit:
 			next(ctx, req)
+			if r.between != nil {
+				r.between()
+			}
 			resp = cosmosemu.ErrorResponse(req, r.status, 0, "injected fault after commit")
 		case fail:
 			resp = cosmosemu.ErrorResponse(req, r.status, 0, "injected fault")
@@ -162,6 +179,28 @@ func (f *faultInjector) loseNthAnswer(container string, op cosmosemu.OperationTy
 		f.rules = map[string]*faultRule{}
 	}
 	f.rules[container] = &faultRule{op: op, nth: nth, status: status, afterCommit: true}
+}
+
+// loseNthAnswerAfter is loseNthAnswer that runs between after the
+// request was served and before the lost answer.
+func (f *faultInjector) loseNthAnswerAfter(container string, op cosmosemu.OperationType, nth, status int, between func()) {
+	f.loseNthAnswer(container, op, nth, status)
+	f.mu.Lock()
+	f.rules[container].between = between
+	f.mu.Unlock()
+}
+
+// thenFailNext chains a rule to the one armed on container: once that
+// one has fired, the next count requests of op fail with status (every
+// retry of the store's included).
+func (f *faultInjector) thenFailNext(container string, op cosmosemu.OperationType, count, status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.rules[container]
+	for r.then != nil {
+		r = r.then
+	}
+	r.then = &faultRule{op: op, nth: 1, count: count, status: status}
 }
 
 // disarm removes the container's rule and reports whether it fired.

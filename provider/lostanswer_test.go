@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
@@ -92,6 +93,76 @@ func TestLostAnswerOnLocks(t *testing.T) {
 		require.NotNil(t, w, "the work item lock is ours (status %d)", status)
 		require.EqualValues(t, 1, w.AttemptCount)
 		require.NoError(t, p.AckWorkItem(ctx, w.LockToken, durable.ActivityCompleted{Instance: "i", ExecutionID: 1, ID: 3, Result: "1"}))
+	})
+}
+
+// TestLostAnswerAndReadBackOnAck: an ack whose commit's answer was lost
+// and whose read-back of the commit record failed too reports a
+// retryable error; its resend (the runtime's retry, with the same turn)
+// is decided by the commit record, which carries the lock's nonce and
+// the turn's digest: done, and the turn's effects are there once. Another
+// turn under the same lock is refused.
+func TestLostAnswerAndReadBackOnAck(t *testing.T) {
+	eachLostAnswer(t, "lost-ack-readback", true, func(t *testing.T, p *Provider, container string, status int) {
+		ctx := context.Background()
+		item := mustFetchOrch(t, p, time.Hour)
+		turn := durable.OrchestrationTurn{ExecutionID: 1,
+			HistoryDelta: []history.Event{ev("i", 1, 2, history.ExternalEvent{Name: "go"})},
+			WorkerItems:  []durable.WorkItem{durable.ActivityExecute{Instance: "i", ExecutionID: 1, ID: 3, Name: "A", Input: "{}"}}}
+		middleware.loseNthAnswer(container, cosmosemu.OpBatch, 1, status)
+		middleware.thenFailNext(container, cosmosemu.OpRead, 50, http.StatusServiceUnavailable)
+		err := p.AckOrchestrationItem(ctx, item.LockToken, turn)
+		require.True(t, middleware.disarm(container), "the read-back failed too")
+		require.Error(t, err, "status %d: the outcome is unknown", status)
+		require.True(t, durable.IsRetryable(err), "status %d: %v", status, err)
+
+		other := turn
+		other.HistoryDelta = []history.Event{ev("i", 1, 2, history.ExternalEvent{Name: "other"})}
+		require.ErrorIs(t, p.AckOrchestrationItem(ctx, item.LockToken, other), durable.ErrPermanent, "another turn under the lock")
+		require.NoError(t, p.AckOrchestrationItem(ctx, item.LockToken, turn), "status %d: the resend finds its commit", status)
+		hist, err := p.Read(ctx, "i")
+		require.NoError(t, err)
+		require.Len(t, hist, 2, "the turn's event once (status %d)", status)
+		require.Equal(t, 1, countDocs(t, container, "i", "c.type = 'worker_queue'"), "one activity (status %d)", status)
+	})
+}
+
+// TestLostAnswerWithConsumedMessage: a client call whose batch committed
+// but whose answer was lost, and whose message a turn consumed before the
+// resend, takes effect once: the resend is decided by the request record,
+// which outlives the message.
+func TestLostAnswerWithConsumedMessage(t *testing.T) {
+	eachLostAnswer(t, "lost-consumed", true, func(t *testing.T, p *Provider, container string, status int) {
+		ctx := context.Background()
+		// Consume the "go" event first, so the next fetch holds only what
+		// the call enqueues.
+		item := mustFetchOrch(t, p, time.Hour)
+		require.NoError(t, p.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+			HistoryDelta: []history.Event{ev("i", 1, 2, history.ExternalEvent{Name: "go"})}}))
+
+		consumer := openProvider(t, quietConfig(container))
+		var consumed []durable.WorkItem
+		var consumeErr error
+		middleware.loseNthAnswerAfter(container, cosmosemu.OpBatch, 1, status, func() {
+			// Between the commit and its lost answer: another process
+			// runs the turn that consumes the message.
+			got, err := consumer.FetchOrchestrationItem(ctx, time.Hour, 0, nil)
+			if err != nil || got == nil {
+				consumeErr = fmt.Errorf("fetch: %v, %v", got, err)
+				return
+			}
+			consumed = got.Messages
+			consumeErr = consumer.AckOrchestrationItem(ctx, got.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+				HistoryDelta: []history.Event{ev("i", 1, 3, history.ExternalEvent{Name: "e"})}})
+		})
+		call := durable.ExternalRaised{Instance: "i", Name: "e", Data: "1", RequestID: "r-1"}
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, call, 0), "status %d", status)
+		require.True(t, middleware.disarm(container))
+		require.NoError(t, consumeErr)
+		require.Equal(t, []durable.WorkItem{call}, consumed, "the turn consumed the call's message")
+		require.Zero(t, countDocs(t, container, "i", "c.type = 'orch_queue'"), "no second message (status %d)", status)
+		require.NoError(t, p.EnqueueForOrchestrator(ctx, call, 0), "the caller's own resend")
+		require.Zero(t, countDocs(t, container, "i", "c.type = 'orch_queue'"), "still none (status %d)", status)
 	})
 }
 

@@ -286,3 +286,55 @@ func TestOutboxDeliveredOnceAfterFailure(t *testing.T) {
 	require.NoError(t, out.Deliver(ctx, in))
 	require.Equal(t, 2, countDocs(t, container, "child", "c.type = 'orch_queue'"), "start + one dup message")
 }
+
+// TestConsumedOutboxTargetIsNotCreatedAgain: a message an outbox intent
+// delivered and the target's turn consumed is not created again by a
+// second delivery of the same intent (a resend after a lost answer, the
+// repair pass, the committer and the slot's owner both delivering): the
+// turn leaves a tombstone under the message's id, which expires with the
+// request retention, and the second create finds it.
+func TestConsumedOutboxTargetIsNotCreatedAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	container := freshContainer("tombstone")
+	p := openProvider(t, quietConfig(container))
+	createInstance(t, p, "src", "")
+	createInstance(t, p, "dst", "")
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: "src", Name: "go"}, 0))
+	item := mustFetchOrch(t, p, lockLong)
+	require.Equal(t, "src", item.Instance)
+	c, err := p.s.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+		HistoryDelta:      []history.Event{ev("src", 1, 2, history.ExternalEvent{Name: "go"})},
+		OrchestratorItems: []durable.WorkItem{durable.ExternalRaised{Instance: "dst", Name: "ping", Data: "1"}}})
+	require.NoError(t, err)
+	require.Len(t, c.Intents, 1, "the event to another instance is an intent")
+	in := c.Intents[0]
+	ob := outbox.New(p.s, nil, nil)
+	require.NoError(t, ob.Deliver(ctx, in))
+
+	got := mustFetchOrch(t, p, lockLong)
+	require.Equal(t, "dst", got.Instance)
+	require.Len(t, got.Messages, 1)
+	require.NoError(t, p.AckOrchestrationItem(ctx, got.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+		HistoryDelta: []history.Event{ev("dst", 1, 2, history.ExternalEvent{Name: "ping", Data: "1"})}}))
+	require.Equal(t, 1, countDocs(t, container, "dst", "c.type = 'outbox_tombstone'"), "the consumed target's tombstone")
+	pager := rawContainer(t, container).NewQueryItemsPager("SELECT VALUE c.ttl FROM c WHERE c.type = 'outbox_tombstone'", azcosmos.NewPartitionKeyString("dst"), nil)
+	page, err := pager.NextPage(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"86400"}, func() (out []string) {
+		for _, b := range page.Items {
+			out = append(out, string(b))
+		}
+		return out
+	}(), "it expires with the request retention (24 h)")
+
+	// The same intent again, after its target was consumed.
+	require.NoError(t, ob.Deliver(ctx, in))
+	require.Zero(t, countDocs(t, container, "dst", "c.type = 'orch_queue'"), "no second message")
+	again, err := p.FetchOrchestrationItem(ctx, lockLong, 0, nil)
+	require.NoError(t, err)
+	require.Nil(t, again, "nothing to run")
+	depths, err := p.GetQueueDepths(ctx)
+	require.NoError(t, err)
+	require.Zero(t, depths.OrchestratorQueue, "a tombstone is no queued message")
+}

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,6 +77,30 @@ var errOwnWrite = errors.New("instance document changed under the held lock")
 // errOwnWrite: each earlier call has at most one write in flight.
 const maxOwnWriteRetries = 3
 
+// commitID is the commit record of a turn acked under the lock of nonce
+// (instanceDoc.LastCommit): the nonce and a digest of the turn, so that
+// an ack resent with the same turn recognises its own commit, and an ack
+// of another turn under the same lock does not take it for its own.
+func commitID(nonce string, turn durable.OrchestrationTurn) string {
+	b, err := json.Marshal(turn)
+	if err != nil {
+		return nonce + "/" + uuid.NewString() // never recognised again: a resend is refused, as before
+	}
+	sum := sha256.Sum256(b)
+	return nonce + "/" + hex.EncodeToString(sum[:16])
+}
+
+// committedBefore reports whether the instance's commit record is turn's
+// under the lock t names: an ack whose lock is no longer held finds its
+// own earlier commit (one whose answer and read-back were both lost).
+func (p *Store) committedBefore(ctx context.Context, t parsedToken, turn durable.OrchestrationTurn) bool {
+	if t.kind != tokenOrch || t.instance == "" {
+		return false
+	}
+	d, err := p.readInstance(ctx, t.instance)
+	return err == nil && d != nil && d.LastCommit == commitID(t.nonce, turn)
+}
+
 // heldBy re-reads the instance after a conditional write on its document
 // failed and reports whether the lock of nonce still holds it (unexpired,
 // not being deleted) and whether commit is its last commit; err is the
@@ -100,7 +126,15 @@ func (p *Store) ack(ctx context.Context, lockToken string, turn durable.Orchestr
 	const op = "ack_orchestration_item"
 	d, t, held, err := p.heldLock(ctx, op, lockToken, true, useHeld)
 	if err != nil {
-		return Commit{}, false, err
+		if durable.IsRetryable(err) || !p.committedBefore(ctx, t, turn) {
+			return Commit{}, false, err
+		}
+		// An earlier call committed this very turn under this lock (its
+		// answer lost, and its read-back failed too): done. Its queue
+		// documents and intents are found by the feed, the queries and
+		// the repair pass.
+		p.log.Info("a resent ack had committed already", zap.String("instance", t.instance))
+		return Commit{Source: t.instance, Write: Write{Released: []Release{{Instance: t.instance}}}}, false, nil
 	}
 	cached := held != nil
 	var kv *[]kvDoc
@@ -146,7 +180,7 @@ func (p *Store) planTurn(ctx context.Context, op string, d *instanceDoc, t parse
 		return nil, durable.Permanent(op, nil, "execution id 0 is invalid")
 	}
 	now := nowMS()
-	plan := &turnPlan{instance: instance, nonce: t.nonce, commit: t.nonce + "/" + uuid.NewString(),
+	plan := &turnPlan{instance: instance, nonce: t.nonce, commit: commitID(t.nonce, turn),
 		deletes: d.LockedMsgs, lockedUntil: d.LockedUntil}
 	for _, id := range turn.AwaitingActivities {
 		plan.awaiting = append(plan.awaiting, workDocID(turn.ExecutionID, id))
@@ -327,7 +361,7 @@ func (p *Store) singleBatch(plan *turnPlan, ifMatch string) []batchOp {
 	ops := []batchOp{opReplace(idInstance, plan.inst, ifMatch)}
 	ops = append(ops, opUpsert(plan.exec))
 	for _, id := range plan.deletes {
-		ops = append(ops, opDelete(id))
+		ops = append(ops, p.consumeOp(plan.instance, id))
 	}
 	for _, h := range plan.history {
 		ops = append(ops, opCreate(h))
@@ -470,7 +504,7 @@ func (p *Store) ackLarge(ctx context.Context, op string, d *instanceDoc, plan *t
 	}
 	var deferred []string
 	for _, id := range plan.deletes {
-		o := opDelete(id)
+		o := p.consumeOp(instance, id)
 		if fitsOneBatch(append(final[:len(final):len(final)], o)) {
 			final = append(final, o)
 		} else {
@@ -569,7 +603,7 @@ func (p *Store) publish(ctx context.Context, instance string, rec *publishRecord
 		return err
 	}
 	for _, id := range rec.DeleteMsgs {
-		if _, err := p.s.remove(ctx, instance, id); err != nil {
+		if err := p.consume(ctx, instance, id); err != nil {
 			return err
 		}
 	}

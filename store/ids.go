@@ -1,9 +1,11 @@
 package store
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -193,4 +195,34 @@ func outboxKey(source string, exec uint64, lockNonce string, position int) strin
 // outboxTargetID is the id of the delivered document in the target
 // partition; a second delivery of the same intent conflicts (409).
 func outboxTargetID(key string) string { return userID("outbox", key) }
+
+// isOutboxTarget reports whether a document id is an outbox delivery's
+// target (outboxTargetID).
+func isOutboxTarget(id string) bool {
+	return strings.HasPrefix(id, "outbox:") || strings.HasPrefix(id, "outbox!")
+}
+
+// consumeOp is the batch operation that removes a consumed (or dropped)
+// queue message of instance: a delete, but a tombstone in place of an
+// outbox delivery's target (tombstoneDoc).
+func (p *Store) consumeOp(instance, id string) batchOp {
+	if !isOutboxTarget(id) {
+		return opDelete(id)
+	}
+	return opUpsert(p.tombstone(instance, id))
+}
+
+func (p *Store) tombstone(instance, id string) tombstoneDoc {
+	return tombstoneDoc{ID: id, InstanceID: instance, Type: typeTombstone, TTL: ttlSeconds(p.opts.RequestRetention)}
+}
+
+// consume removes a consumed queue message outside a batch (consumeOp).
+func (p *Store) consume(ctx context.Context, instance, id string) error {
+	if !isOutboxTarget(id) {
+		_, err := p.s.remove(ctx, instance, id)
+		return err
+	}
+	b, _ := json.Marshal(p.tombstone(instance, id)) // our own type always encodes
+	return p.s.upsert(ctx, instance, b)
+}
 func outboxIntentID(key string) string { return userID("intent", key) }

@@ -216,7 +216,7 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 			ops2 = append(ops2, opPatch(m.doc.ID, lockPatch(lockSpec{token, until, owner}), m.doc.ETag))
 		}
 		for _, id := range drop {
-			ops2 = append(ops2, opDelete(id))
+			ops2 = append(ops2, p.consumeOp(instance, id))
 		}
 		res2, err := p.s.execBatch(ctx, instance, ops2, false)
 		if err != nil {

@@ -16,7 +16,22 @@ const (
 	typeSession   = "session"
 	typeKV        = "kv"
 	typeStaged    = "staged"
+	typeTombstone = "outbox_tombstone"
 )
+
+// tombstoneDoc stands, for the request retention, where a turn consumed
+// an outbox delivery's target message: it keeps the message's id, so a
+// later delivery of the same intent (a resend after a lost answer, the
+// repair pass, the committer and the slot's owner both delivering) finds
+// it there (409, delivered) instead of creating the message again. It is
+// no queue document: nothing dispatches or counts it, and it expires
+// through the container's time to live.
+type tombstoneDoc struct {
+	ID         string `json:"id"`
+	InstanceID string `json:"instanceId"`
+	Type       string `json:"type"`
+	TTL        int64  `json:"ttl"`
+}
 
 // instanceDoc is the one document per instance: metadata, the lock, custom
 // status and the commit records of the large-turn and deletion protocols.

@@ -385,7 +385,7 @@ func (p *Store) lockTurn(ctx context.Context, instance string, c *cachedInst, pr
 			ops = append(ops, batchOp{kind: "delete", id: idInstance, ifMatch: d.ETag})
 		}
 		for _, id := range drop {
-			ops = append(ops, opDelete(id))
+			ops = append(ops, p.consumeOp(instance, id))
 		}
 		if _, err := p.s.execBatch(ctx, instance, ops, true); err != nil && !lostRace(err) {
 			return nil, none, mapErr(op, err)
@@ -398,7 +398,7 @@ func (p *Store) lockTurn(ctx context.Context, instance string, c *cachedInst, pr
 	until := nowMS() + durMS(lockTimeout)
 	nd, ops := lockOps(instance, d, keep, lockSpec{token, until, owner}, now)
 	for _, id := range drop {
-		ops = append(ops, opDelete(id))
+		ops = append(ops, p.consumeOp(instance, id))
 	}
 	res, err := p.s.execBatch(ctx, instance, ops, false)
 	switch {

@@ -84,7 +84,9 @@ type Options struct {
 	InstanceCacheSize int
 	// RequestRetention is how long the store remembers a client call's
 	// request id (durable.RequestIDOf), so that a resend of the call within
-	// it takes effect once (default 24 h). Records expire through the
+	// it takes effect once (default 24 h), and the tombstone of an outbox
+	// delivery's target message a turn consumed, so that a later delivery
+	// of the same intent does not create it again. Both expire through the
 	// container's time to live: a container created by the store has it on
 	// (default -1, items expire only when they say so); a deployed
 	// container needs defaultTtl -1 too, or records are kept until their
