@@ -18,13 +18,20 @@
 //		return runtime.AwaitAs[string](ctx.CallActivity("Greet", name))
 //	}, runtime.WithVersion("1.0.0"))
 //
-//	rt := runtime.New(provider, reg, runtime.Options{Logger: logger})
-//	if err := rt.Start(); err != nil { ... }
-//	defer rt.Shutdown(ctx)
+//	// p is a durable.Provider, e.g. from provider.New (Cosmos DB).
+//	rt := runtime.New(p, reg, runtime.Options{})
+//	if err := rt.Start(); err != nil {
+//		return err
+//	}
+//	defer rt.Shutdown(context.Background())
 //
 //	client := rt.Client()
-//	_ = client.StartOrchestration(ctx, "hello-1", "HelloWorld", "World")
-//	status, _ := client.WaitForOrchestration(ctx, "hello-1")
+//	if err := client.StartOrchestration(ctx, "hello-1", "HelloWorld", "World"); err != nil {
+//		return err
+//	}
+//	status, err := client.WaitForOrchestration(ctx, "hello-1")
+//
+// examples/hello is this program, complete.
 //
 // Composition: ctx.Join waits for several tasks; ctx.Select returns the
 // first to complete and cancels the others (activities by lock stealing,
