@@ -230,4 +230,15 @@
 // not give, so the event-driven run gives each provider it opens its own
 // lease partition (a complete replica owning every slot); lease sharing
 // is covered by the multi-replica tests.
+//
+// # Files
+//
+// engine.go: the Engine, its session (start, leave, Close) and lease
+// events; feed.go: the change-feed handler, catch-up and readiness;
+// signals.go: what writes and feed documents signal on the hubs (locks,
+// settled and locked work); keys.go: the hub and peer wake keys;
+// siblings.go: the sibling wait and the await hold; fetch.go: the two
+// fetches; heads.go: the feed heads; hints.go: backlog hints; sweep.go:
+// the safety sweep and the deferred checks; peerwake.go and watch.go: the
+// peer wake channel and instance watches over it.
 package engine

@@ -3,10 +3,10 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"go.opentelemetry.io/otel/metric"
 	"math"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/internal/clock"

@@ -1,0 +1,238 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/durafeed/durafeed/slots"
+	"github.com/durafeed/durafeed/store"
+)
+
+// signalQueue turns a queue document's current state into a wakeup on the
+// local hubs, when its slot is owned here (or always, with force).
+func (e *Engine) signalQueue(q store.QueueHead, force bool) {
+	if q.DispatchSlot < 0 || q.DispatchSlot >= slots.Count || (!force && !e.isOwned(q.DispatchSlot)) {
+		return
+	}
+	now := e.now()
+	switch {
+	case q.IsOrchestrator():
+		if q.LockedUntil > now {
+			e.orch.SignalAt(q.DispatchSlot, lockKey(q.InstanceID), msTime(q.LockedUntil))
+			return
+		}
+		e.orch.Signal(q.DispatchSlot, orchKey(q.InstanceID), msTime(q.VisibleAt))
+	default:
+		at := q.VisibleAt
+		if q.LockedUntil > at {
+			at = q.LockedUntil
+		}
+		e.work.Signal(q.DispatchSlot, workKey(q.InstanceID, q.ID), msTime(at))
+		if at <= now {
+			e.kickHint()
+		}
+	}
+}
+
+// Wrote implements the dispatcher contract: it signals what a write of
+// this process made visible (owned slots only) and voids the expiry
+// wakeups of the locks it released. It does no I/O.
+func (e *Engine) Wrote(w store.Write) { e.wrote(w, true) }
+
+// wrote follows a write. With arrivals its orchestrator messages are
+// arrivals that end an await hold (an enqueue, an abandon, released
+// locks); a commit's own are not (its completion is tracked, and a turn's
+// messages to its own instance are its timers).
+func (e *Engine) wrote(w store.Write, arrivals bool) {
+	settles := completionOf(w)
+	for _, q := range w.Visible {
+		e.wakePeer(q, settles[q.InstanceID])
+	}
+	if !e.isJoined() {
+		return
+	}
+	for _, r := range w.Released {
+		e.unlockedOrch(r.Instance, r.LockedUntil)
+	}
+	// Work this process removed, or made visible again, is no longer
+	// locked by anyone: the feed's lock marks of it are void.
+	e.mu.Lock()
+	e.workDoneLocked(w.WorkDone)
+	for _, q := range w.WorkDone {
+		key := workKey(q.InstanceID, q.ID)
+		e.wreleased[key] = q.LockedUntil
+		delete(e.wlocked, key)
+	}
+	for _, q := range w.Visible {
+		if !q.IsOrchestrator() {
+			delete(e.wlocked, workKey(q.InstanceID, q.ID))
+		} else if arrivals {
+			e.arrivedLocked(q.InstanceID)
+		}
+	}
+	e.mu.Unlock()
+	for _, q := range w.Visible {
+		e.signalQueue(q, false)
+	}
+}
+
+// Committed implements the dispatcher contract: it signals the commit's
+// Write, then has its intents delivered. The owner of the source slot
+// delivers them from its change feed, so a local owner only wakes its
+// reader; anyone else delivers directly (best-effort: the feed or the
+// safety sweep delivers what is left).
+func (e *Engine) Committed(ctx context.Context, c store.Commit) {
+	e.scheduled(c)
+	e.wrote(c.Write, false)
+	if len(c.Intents) == 0 {
+		return
+	}
+	if e.isJoined() {
+		if slot := slots.Of(c.Source); e.isOwned(slot) {
+			e.wakeSlot(slot)
+			return
+		}
+	}
+	e.out.DeliverAll(ctx, c.Intents)
+}
+
+// delivered signals a target document an outbox delivery left in place
+// (the outbox's delivered hook).
+func (e *Engine) delivered(target json.RawMessage) {
+	if !e.isJoined() && e.wake == nil {
+		return
+	}
+	if f, err := e.s.DecodeFeedDoc(target, e.now()); err == nil && (f.Kind == store.FeedOrchestrator || f.Kind == store.FeedWorker) {
+		e.wakePeer(f.QueueHead, "")
+		if f.Kind == store.FeedOrchestrator && e.isOwned(f.DispatchSlot) {
+			e.arrivedMsg(f.InstanceID, f.ID) // a child's completion, an event: a hold here ends
+		}
+		e.signalQueue(f.QueueHead, false)
+	}
+}
+
+// lockedOrch records an orchestration lock this process took, on the
+// messages msgs: its expiry is signalled, and work that waited for it may
+// go.
+func (e *Engine) lockedOrch(instance string, until int64, more bool, msgs []string) {
+	slot := slots.Of(instance)
+	e.mu.Lock()
+	if more {
+		e.blocked[instance] = slot // the rest goes once this turn is done
+	}
+	// A blocked mark stays: work signalled while this lock was being
+	// taken may not be in the turn; the release signals it.
+	delete(e.released, instance)
+	e.turnTakenLocked(instance)
+	e.takenLocked(instance, msgs)
+	e.mu.Unlock()
+	if e.isOwned(slot) {
+		e.orch.SignalAt(slot, lockKey(instance), msTime(until))
+	}
+}
+
+// unlockedOrch records that a lock on instance (expiring at until) was
+// released by this process: its expiry wakeup is void, and work that
+// arrived while it was held may go now.
+func (e *Engine) unlockedOrch(instance string, until int64) {
+	slot := slots.Of(instance)
+	e.mu.Lock()
+	e.released[instance] = until
+	_, wasBlocked := e.blocked[instance]
+	delete(e.blocked, instance)
+	e.mu.Unlock()
+	if wasBlocked && e.isOwned(slot) {
+		e.orch.Signal(slot, orchKey(instance), e.clk.Now())
+	}
+}
+
+// maxSettled bounds the settled marks kept (an optimisation: a wakeup
+// without one costs a read).
+const maxSettled = 100_000
+
+// workSettled records a worker item of an owned slot that the feed showed
+// acked (a completion naming it): the wakeups this replica holds for it
+// are void, so a fetch drops them without reading the item. Helpers that
+// take items of this replica's slots would otherwise cost the owner a read
+// per item (of a locked or deleted document).
+func (e *Engine) workSettled(slot int, key string) {
+	if !e.isOwned(slot) {
+		return
+	}
+	e.mu.Lock()
+	if len(e.settled) < maxSettled {
+		e.settled[key] = e.now()
+		e.stats.workSettled.Add(1)
+	}
+	e.mu.Unlock()
+}
+
+// workSeen records the lock of a worker item of an owned slot as the feed
+// shows it (the feed shows a partition's versions in order): while it
+// holds, wakeups of the item from before its expiry are void (its
+// expiry has a wakeup of its own), so a fetch drops them without reading
+// a document someone else is working on. A version without a lock (an
+// abandon, a retry delay) voids the mark.
+func (e *Engine) workSeen(q store.QueueHead) {
+	if !e.isOwned(q.DispatchSlot) {
+		return
+	}
+	key := workKey(q.InstanceID, q.ID)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if q.LockedUntil <= e.now() {
+		delete(e.wlocked, key)
+		return
+	}
+	if len(e.wlocked) < maxSettled || e.wlocked[key] != 0 {
+		e.wlocked[key] = q.LockedUntil
+	}
+}
+
+// foundLocked records an instance a fetch found locked: it is retried when
+// the lock expires, or as soon as its holder releases it.
+func (e *Engine) foundLocked(slot int, instance string, until int64) {
+	e.mu.Lock()
+	rel, ok := e.released[instance]
+	gone := ok && rel >= until // released by this process meanwhile
+	if !gone {
+		e.blocked[instance] = slot
+	}
+	e.mu.Unlock()
+	if gone {
+		e.orch.Signal(slot, orchKey(instance), e.clk.Now())
+		return
+	}
+	e.orch.SignalAt(slot, lockKey(instance), msTime(until))
+}
+
+// instanceChanged reacts to an instance document seen on the feed.
+func (e *Engine) instanceChanged(d store.FeedDoc) {
+	slot := slots.Of(d.InstanceID)
+	if !e.isOwned(slot) {
+		return
+	}
+	if !d.LockHeld {
+		e.mu.Lock()
+		_, wasBlocked := e.blocked[d.InstanceID]
+		delete(e.blocked, d.InstanceID)
+		_, ours := e.released[d.InstanceID]
+		e.mu.Unlock()
+		if wasBlocked {
+			e.orch.Signal(slot, orchKey(d.InstanceID), e.clk.Now())
+		}
+		if !ours {
+			// Another replica's turn (this one's provider reported its own).
+			e.InstanceChanged(d.InstanceID)
+		}
+	} else {
+		// A dispatcher that accepts its version runs it: a message left
+		// after that turn is refused (and advertised) afresh.
+		e.mu.Lock()
+		delete(e.refused, d.InstanceID)
+		e.mu.Unlock()
+	}
+	if d.RepairAt > 0 {
+		e.maint.Signal(slot, d.InstanceID, msTime(d.RepairAt))
+	}
+}
