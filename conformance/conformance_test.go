@@ -63,8 +63,7 @@ func (f *memFactory) Open(_ testing.TB, store string) durable.Provider {
 }
 
 func (f *memFactory) Options() conformance.Options {
-	return conformance.Options{LockTimeout: 500 * time.Millisecond, ShortPollThreshold: 100 * time.Millisecond,
-		LongPolling: f.longPolling}
+	return conformance.Options{LockTimeout: 500 * time.Millisecond, LongPolling: f.longPolling}
 }
 
 func (f *memFactory) CorruptInstanceHistory(_ testing.TB, store, instance string) {

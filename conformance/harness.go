@@ -149,6 +149,75 @@ func (h *H) MustFetchWork(p durable.Provider, lock time.Duration) *durable.Locke
 	return item
 }
 
+// withheldSlack is how much earlier than due withheld work may come back:
+// stores that keep times in whole milliseconds round the due time down.
+const withheldSlack = time.Millisecond
+
+// MustFetchOrchAfter is MustFetchOrch for work withheld until due (by a
+// visibility delay or a lock; due is the withholding call's start plus
+// the delay or lock timeout) and the only work p can fetch meanwhile: it
+// fetches from now on until the work comes, and fails if the fetch that
+// returned it ended before due. It waits on the event it is about, the
+// work's return: a slow run only makes fewer of its fetches fall before
+// due, and a provider that hands the work out early fails at once on any
+// run that gets here before due. The usual hang deadline starts at due.
+func (h *H) MustFetchOrchAfter(p durable.Provider, lock time.Duration, due time.Time) *durable.OrchestrationItem {
+	h.T.Helper()
+	return fetchAfter(h, due, "orchestration item", func() (*durable.OrchestrationItem, error) {
+		return p.FetchOrchestrationItem(h.Ctx, lock, 0, nil)
+	}, describeOrch)
+}
+
+// MustFetchWorkAfter is MustFetchOrchAfter for a work item (any tag, no
+// session).
+func (h *H) MustFetchWorkAfter(p durable.Provider, lock time.Duration, due time.Time) *durable.LockedWorkItem {
+	h.T.Helper()
+	return fetchAfter(h, due, "work item", func() (*durable.LockedWorkItem, error) {
+		return p.FetchWorkItem(h.Ctx, lock, 0, nil, durable.AnyTag())
+	}, describeWork)
+}
+
+// fetchAfter is MustFetchOrchAfter and MustFetchWorkAfter over fetch.
+func fetchAfter[T any](h *H, due time.Time, what string, fetch func() (*T, error), describe func(*T) string) *T {
+	h.T.Helper()
+	var item *T
+	var ended time.Time
+	early := 0 // fetches that found nothing and ended before due
+	h.eventuallyBy(later(time.Now(), due).Add(EventuallyDeadline), func() bool {
+		var err error
+		item, err = fetch()
+		ended = time.Now()
+		require.NoError(h.T, err)
+		if item == nil && ended.Before(due) {
+			early++
+		}
+		return item != nil
+	}, "the withheld "+what+" to come back")
+	if ended.Before(due.Add(-withheldSlack)) {
+		h.T.Fatalf("fetched %s %v before it was due", describe(item), due.Sub(ended))
+	}
+	logWithheld(h, early)
+	return item
+}
+
+// logWithheld notes in the test log a MustFetch*After that saw no fetch
+// end empty before the work was due (the run was too slow to watch it
+// withheld; its return was still checked).
+func logWithheld(h *H, early int) {
+	h.T.Helper()
+	if early == 0 {
+		h.T.Logf("no fetch ended before the withheld work was due: this run saw only its return")
+	}
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // AbsenceWindow is how long an absence check (NoOrch, NoWork and their
 // variants) gives a provider to produce work that should not be there.
 // Instead of looking once, the check watches the queue for this long: a
@@ -156,11 +225,17 @@ func (h *H) MustFetchWork(p durable.Provider, lock time.Duration) *durable.Locke
 // short-polling one is polled every absencePollInterval. A provider that
 // would hand the work out shortly after the state change under test (one
 // that learns of it from a change feed, or a replica's cache) then fails
-// the check instead of passing it vacuously. A check of work withheld by a
-// lock or a delay that ends during the scenario is cut short before it ends
-// (NoOrchUntil, NoWorkUntil). Keep the window well below
+// the check instead of passing it vacuously. Keep the window well below
 // Options.LockTimeout, and short: a scenario waits it out at every check
 // that passes.
+//
+// An absence check only covers work that is certainly withheld while it
+// runs, however slow the run: work behind a long lock (LongLock, ended by
+// an explicit ack, abandon or renewal after the check) or a long delay
+// (longHide). Work withheld by a short lock or delay, that the scenario
+// then waits to see come back, is checked by the event instead:
+// MustFetchOrchAfter and MustFetchWorkAfter fetch until it comes, and fail
+// if it came to a fetch that ended before it was due.
 const AbsenceWindow = 250 * time.Millisecond
 
 // absencePollInterval is the pause between the fetches of an absence check
@@ -174,16 +249,15 @@ func (h *H) NoOrch(p durable.Provider) {
 	h.NoOrchUntil(p, time.Now().Add(AbsenceWindow))
 }
 
-// NoOrchUntil is NoOrch with the window cut short at until: for work
-// withheld by a lock or a delay that ends during the scenario, until is
-// the last moment the work is still known to be withheld. When until has
-// passed already (a slow run), the work may be back and nothing can be
-// asserted: the check is skipped, and says so in the test log.
+// NoOrchUntil is NoOrch with the window cut short at until, the last
+// moment the work is known to be withheld (see withheldUntil). Callers
+// withhold the work for long (LongLock, longHide) so that until is far
+// ahead when the check starts; a check that starts after until means the
+// run stalled that long, a hang by the suite's standards (see
+// EventuallyDeadline), and fails: it is never skipped.
 func (h *H) NoOrchUntil(p durable.Provider, until time.Time) {
 	h.T.Helper()
-	if h.tooLate(until) {
-		return
-	}
+	h.requireBefore(until)
 	item, err := watchAbsence(h, absenceEnd(until), func(poll time.Duration) (*durable.OrchestrationItem, error) {
 		return p.FetchOrchestrationItem(h.Ctx, LongLock, poll, nil)
 	})
@@ -201,12 +275,10 @@ func (h *H) NoWork(p durable.Provider) {
 }
 
 // NoWorkUntil is NoWork with the window cut short at until, as NoOrchUntil
-// (skipped when until has passed).
+// (failing when until has passed).
 func (h *H) NoWorkUntil(p durable.Provider, until time.Time) {
 	h.T.Helper()
-	if h.tooLate(until) {
-		return
-	}
+	h.requireBefore(until)
 	item, err := watchAbsence(h, absenceEnd(until), func(poll time.Duration) (*durable.LockedWorkItem, error) {
 		return p.FetchWorkItem(h.Ctx, LongLock, poll, nil, durable.AnyTag())
 	})
@@ -216,15 +288,16 @@ func (h *H) NoWorkUntil(p durable.Provider, until time.Time) {
 	}
 }
 
-// tooLate reports (and logs) an absence check whose withheld time has
-// passed: the work it covers may be visible again, so it asserts nothing.
-func (h *H) tooLate(until time.Time) bool {
+// requireBefore fails an absence check that starts once the work it covers
+// may be visible again: it could assert nothing, and its callers withhold
+// the work long enough (LongLock, longHide) that only a stalled run gets
+// there.
+func (h *H) requireBefore(until time.Time) {
 	h.T.Helper()
-	if time.Now().Before(until) {
-		return false
+	if now := time.Now(); !now.Before(until) {
+		h.T.Fatalf("absence check started %v after the work it covers may be visible again: "+
+			"the run stalled for longer than the work was withheld", now.Sub(until))
 	}
-	h.T.Logf("absence check skipped: the work it covers may be visible again (%v late)", time.Since(until))
-	return true
 }
 
 // NoOrchOrWork asserts NoOrch and NoWork together: both queues are watched
@@ -342,7 +415,12 @@ const EventuallyDeadline = 30 * time.Second
 // failure.
 func (h *H) Eventually(cond func() bool, what string) {
 	h.T.Helper()
-	deadline := time.Now().Add(EventuallyDeadline)
+	h.eventuallyBy(time.Now().Add(EventuallyDeadline), cond, what)
+}
+
+// eventuallyBy is Eventually failing at deadline.
+func (h *H) eventuallyBy(deadline time.Time, cond func() bool, what string) {
+	h.T.Helper()
 	for !cond() {
 		if time.Now().After(deadline) {
 			h.T.Fatalf("timed out waiting for %s", what)

@@ -377,22 +377,23 @@ func lockingExpirationRecovery(h *H) {
 	p1, p2, p3 := h.Open(), h.Open(), h.Open()
 
 	acquired := make(chan struct{})
+	tried := make(chan struct{})
+	cut := make(chan struct{})
 	var crashed *durable.OrchestrationItem // written by the first worker before acquired closes
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	blocked := make(chan *durable.OrchestrationItem, 1)
 	recovered := make(chan *durable.OrchestrationItem, 1)
 	var wg sync.WaitGroup
-	// Worker 1's lock cannot expire before heldFrom+lt: heldFrom is taken
-	// before the fetch that takes it.
-	var heldFrom, blockedAt time.Time
 
-	// Worker 1 takes the lock and crashes (never acks).
+	// Worker 1 takes the lock and crashes (never acks). Its lock is long,
+	// so that worker 2 finds it held however slow the run; once worker 2
+	// tried, it is cut to lt (as if worker 1 had last renewed it so), to
+	// expire.
 	wg.Go(func() {
 		defer close(acquired)
 		deadline := time.Now().Add(EventuallyDeadline)
 		for time.Now().Before(deadline) && h.Ctx.Err() == nil {
-			heldFrom = time.Now()
-			item, err := p1.FetchOrchestrationItem(h.Ctx, lt, 0, nil)
+			item, err := p1.FetchOrchestrationItem(h.Ctx, LongLock, 0, nil)
 			if err != nil && !errors.Is(err, durable.ErrRetryable) {
 				errs <- fmt.Errorf("worker 1: %w", err)
 				return
@@ -407,10 +408,10 @@ func lockingExpirationRecovery(h *H) {
 	})
 	// Worker 2 tries while the lock is held.
 	wg.Go(func() {
+		defer close(tried)
 		<-acquired
 		time.Sleep(lt / 4)
 		item, err := expiryFetchOnce(h, p2, lt)
-		blockedAt = time.Now()
 		if err != nil {
 			errs <- fmt.Errorf("worker 2: %w", err)
 		}
@@ -418,7 +419,7 @@ func lockingExpirationRecovery(h *H) {
 	})
 	// Worker 3 tries after the lock expired.
 	wg.Go(func() {
-		<-acquired
+		<-cut
 		time.Sleep(lockExpiryWait(h))
 		item, err := expiryFetchOnce(h, p3, LongLock)
 		if err != nil {
@@ -426,19 +427,21 @@ func lockingExpirationRecovery(h *H) {
 		}
 		recovered <- item
 	})
+	<-tried
+	if crashed != nil {
+		if err := p1.RenewOrchestrationItemLock(h.Ctx, crashed.LockToken, lt); err != nil {
+			errs <- fmt.Errorf("cutting worker 1's lock: %w", err)
+		}
+	}
+	close(cut)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		require.NoError(h.T, err)
 	}
 	require.NotNil(h.T, crashed)
-	// A loaded run may bring worker 2's fetch past the expiry: it may then
-	// take the instance (and recover it), never before.
+	require.Nil(h.T, <-blocked, "the instance was fetched while worker 1's lock was held")
 	got := <-recovered
-	if b := <-blocked; b != nil {
-		require.False(h.T, blockedAt.Before(heldFrom.Add(lt)), "the instance was fetched while worker 1's lock was held")
-		got = b
-	}
 	require.NotNil(h.T, got, "the expired lock was not recoverable")
 	require.Equal(h.T, id, got.Instance)
 	require.NotEqual(h.T, crashed.LockToken, got.LockToken)

@@ -65,12 +65,14 @@ func withheldUntil(h *H, since time.Time, d time.Duration) time.Time {
 	return since.Add(d - lockMargin(h))
 }
 
-// hideDelay is the visibility delay (of an abandon or a delayed enqueue) of
-// work a scenario keeps hidden through steps lasting span, its absence
-// checks included, and then fetches back, proving it was withheld, not
-// lost: span plus lockMargin, for the fetch in flight at the end of the
-// last check (see withheldUntil).
-func hideDelay(h *H, span time.Duration) time.Duration { return span + lockMargin(h) }
+// longHide is the visibility delay (of an abandon or a delayed enqueue) of
+// work a scenario keeps hidden through its checks, absence checks
+// included, and fetches back at its end, proving it was withheld, not
+// lost. As long as LongLock: only a run stalled that long (a hang, by the
+// suite's standards) could see the work back during the checks, and its
+// absence checks then fail rather than pass vacuously (H.NoOrchUntil).
+// No call can end a delay early, so the scenario waits it out at its end.
+const longHide = LongLock
 
 // expiryMustFetchOrch is MustFetchOrch also returning when the fetch that
 // found the item started: a lock it took was taken no earlier.
@@ -91,14 +93,14 @@ func expiryMustFetchOrch(h *H, p durable.Provider, lock time.Duration) (*durable
 func expiryLockExpires(h *H) {
 	id := h.ID("instance-a")
 	lt := h.Options().LockTimeout
+	p2 := h.Open()
 	h.Enqueue(h.P, StartItem(id))
 	first, lockedSince := expiryMustFetchOrch(h, h.P, lt)
-	h.NoOrchUntil(h.P, withheldUntil(h, lockedSince, lt))
-	h.Sleep(lockExpiryWait(h))
 
-	// Another dispatcher (replica) recovers the instance.
-	p2 := h.Open()
-	second := h.MustFetchOrch(p2, LongLock)
+	// Another dispatcher (replica) watches for the instance from now on: it
+	// recovers it once the lock expired, never before. (While a lock holds
+	// however slow the run, see exclusive_instance_lock.)
+	second := h.MustFetchOrchAfter(p2, LongLock, lockedSince.Add(lt))
 	require.Equal(h.T, id, second.Instance)
 	require.NotEqual(h.T, first.LockToken, second.LockToken, "a new lock needs a new token")
 	require.Equal(h.T, first.Messages, second.Messages)
@@ -169,14 +171,13 @@ func expiryConcurrentAttempts(h *H) {
 	lt := h.Options().LockTimeout
 	providers := []durable.Provider{h.P, h.Open()}
 	h.Enqueue(h.P, StartItem(id))
-	lockedSince := time.Now() // the lock cannot have been taken earlier
-	first := h.MustFetchOrch(h.P, lt)
-	fetchedAt := time.Now()
+	// A long lock while the concurrent fetchers below must find it held,
+	// however slow the run; then cut to lt by a renewal, to let it expire.
+	first := h.MustFetchOrch(h.P, LongLock)
 
 	type result struct {
 		item *durable.OrchestrationItem
 		err  error
-		done time.Time
 	}
 	attempt := func(stagger time.Duration) []result {
 		results := make(chan result, 5)
@@ -186,7 +187,7 @@ func expiryConcurrentAttempts(h *H) {
 			wg.Go(func() {
 				time.Sleep(time.Duration(i) * stagger)
 				item, err := expiryFetchOnce(h, p, LongLock)
-				results <- result{item, err, time.Now()}
+				results <- result{item, err}
 			})
 		}
 		wg.Wait()
@@ -198,20 +199,16 @@ func expiryConcurrentAttempts(h *H) {
 		return out
 	}
 
-	// While the lock is held, concurrent fetchers all come back empty. (On a
-	// slow store an attempt may end after the lock expired: it may then win.)
-	var winners []*durable.OrchestrationItem
+	// While the lock is held, concurrent fetchers all come back empty.
 	for _, r := range attempt(lt / 10) {
 		require.NoError(h.T, r.err)
-		if r.done.Before(lockedSince.Add(lt)) {
-			require.Nil(h.T, r.item, "instance fetched while its lock was held")
-		} else if r.item != nil {
-			winners = append(winners, r.item)
-		}
+		require.Nil(h.T, r.item, "instance fetched while its lock was held")
 	}
 
-	h.Sleep(time.Until(fetchedAt.Add(lockExpiryWait(h))))
+	require.NoError(h.T, h.P.RenewOrchestrationItemLock(h.Ctx, first.LockToken, lt))
+	h.Sleep(lockExpiryWait(h))
 	// Once it expired, exactly one of several concurrent fetchers wins it.
+	var winners []*durable.OrchestrationItem
 	for _, r := range attempt(0) {
 		require.NoError(h.T, r.err)
 		if r.item != nil {
@@ -326,42 +323,28 @@ func expiryAbandonWorkItemReleases(h *H) {
 func expiryAbandonWorkItemWithDelay(h *H) {
 	id := h.ID("abandon-delay")
 	// Abandoned with a long delay: hidden for the rest of the scenario's
-	// checks, then back at its end.
-	hideFor := hideDelay(h, lockExpiryWait(h)+2*AbsenceWindow)
+	// checks, however slow the run, then back at its end.
 	require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, queueActivity(id, 1)))
 	hidden := h.MustFetchWork(h.P, LongLock)
 	hiddenAt := time.Now()
-	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, hidden.LockToken, hideFor, false))
-	h.NoWorkUntil(h.P, withheldUntil(h, hiddenAt, hideFor))
+	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, hidden.LockToken, longHide, false))
+	h.NoWorkUntil(h.P, withheldUntil(h, hiddenAt, longHide))
 
-	// Abandoned with a short delay: hidden until it passes, then back.
+	// Abandoned with a short delay: back once it passed, never before.
 	require.NoError(h.T, h.P.EnqueueForWorker(h.Ctx, queueActivity(id, 2)))
 	w := h.MustFetchWork(h.P, LongLock)
 	require.Equal(h.T, queueActivity(id, 2), queueActivityOf(h, w))
 	delay := h.Options().LockTimeout
 	abandoned := time.Now()
 	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, w.LockToken, delay, false))
-	h.NoWorkUntil(h.P, withheldUntil(h, abandoned, delay))
-	h.Sleep(time.Until(abandoned.Add(delay + lockMargin(h))))
-	// The second item is back. On a run slow enough the first one may be
-	// back too, but never before its delay.
-	var again, back *durable.LockedWorkItem
-	for again == nil {
-		w := h.MustFetchWork(h.P, LongLock)
-		if queueActivityOf(h, w) == queueActivity(id, 1) && back == nil {
-			require.GreaterOrEqual(h.T, time.Since(hiddenAt), hideFor, "the first item came back before its delay")
-			back = w
-			continue
-		}
-		require.Equal(h.T, queueActivity(id, 2), queueActivityOf(h, w))
-		again = w
-	}
+	again := h.MustFetchWorkAfter(h.P, LongLock, abandoned.Add(delay))
+	require.Equal(h.T, queueActivity(id, 2), queueActivityOf(h, again))
 	require.NoError(h.T, h.P.AckWorkItem(h.Ctx, again.LockToken, queueCompletion(id, 2, "done")))
-	if back == nil {
-		h.NoWorkUntil(h.P, withheldUntil(h, hiddenAt, hideFor))
-		// The long delay passes too: the first item is back.
-		back = h.MustFetchWork(h.P, LongLock)
-	}
+	h.NoWorkUntil(h.P, withheldUntil(h, hiddenAt, longHide))
+
+	// The long delay passes too: the first item is back.
+	h.Sleep(time.Until(hiddenAt.Add(longHide)))
+	back := h.MustFetchWork(h.P, LongLock)
 	require.Equal(h.T, queueActivity(id, 1), queueActivityOf(h, back))
 	require.Equal(h.T, uint32(2), back.AttemptCount)
 	require.NoError(h.T, h.P.AckWorkItem(h.Ctx, back.LockToken, queueCompletion(id, 1, "done")))
@@ -420,16 +403,15 @@ func expiryOrchRenewalExtends(h *H) {
 
 func expiryAbandonOrchWithDelay(h *H) {
 	// Abandoned with a long delay: hidden for the rest of the scenario's
-	// checks, then back at its end.
+	// checks, however slow the run, then back at its end.
 	hiddenID := h.ID("orch-abandon-hidden")
-	hideFor := hideDelay(h, lockExpiryWait(h)+2*AbsenceWindow)
 	h.Enqueue(h.P, StartItem(hiddenID))
 	hidden := h.MustFetchOrch(h.P, LongLock)
 	hiddenAt := time.Now()
-	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, hidden.LockToken, hideFor, false))
-	h.NoOrchUntil(h.P, withheldUntil(h, hiddenAt, hideFor))
+	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, hidden.LockToken, longHide, false))
+	h.NoOrchUntil(h.P, withheldUntil(h, hiddenAt, longHide))
 
-	// Abandoned with a short delay: hidden until it passes, then back.
+	// Abandoned with a short delay: back once it passed, never before.
 	id := h.ID("orch-abandon-delay")
 	h.Enqueue(h.P, StartItem(id))
 	item := h.MustFetchOrch(h.P, LongLock)
@@ -437,28 +419,15 @@ func expiryAbandonOrchWithDelay(h *H) {
 	delay := h.Options().LockTimeout
 	abandoned := time.Now()
 	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, item.LockToken, delay, false))
-	h.NoOrchUntil(h.P, withheldUntil(h, abandoned, delay))
-	h.Sleep(time.Until(abandoned.Add(delay + lockMargin(h))))
-	// The second instance is back. On a run slow enough the first one may
-	// be back too, but never before its delay.
-	var again, back *durable.OrchestrationItem
-	for again == nil {
-		it := h.MustFetchOrch(h.P, LongLock)
-		if it.Instance == hiddenID && back == nil {
-			require.GreaterOrEqual(h.T, time.Since(hiddenAt), hideFor, "the first instance came back before its delay")
-			back = it
-			continue
-		}
-		require.Equal(h.T, id, it.Instance)
-		again = it
-	}
+	again := h.MustFetchOrchAfter(h.P, LongLock, abandoned.Add(delay))
+	require.Equal(h.T, id, again.Instance)
 	require.Equal(h.T, item.Messages, again.Messages)
 	require.Equal(h.T, uint32(2), again.AttemptCount)
-	if back == nil {
-		h.NoOrchUntil(h.P, withheldUntil(h, hiddenAt, hideFor))
-		// The long delay passes too: the first instance's start is back.
-		back = h.MustFetchOrch(h.P, LongLock)
-	}
+	h.NoOrchUntil(h.P, withheldUntil(h, hiddenAt, longHide))
+
+	// The long delay passes too: the first instance's start is back.
+	h.Sleep(time.Until(hiddenAt.Add(longHide)))
+	back := h.MustFetchOrch(h.P, LongLock)
 	require.Equal(h.T, hiddenID, back.Instance)
 	require.Equal(h.T, hidden.Messages, back.Messages)
 	require.Equal(h.T, uint32(2), back.AttemptCount)
@@ -499,12 +468,10 @@ func expiryAbandonDelayScope(h *H) {
 	late := durable.ExternalRaised{Instance: id, Name: "late", Data: "1"}
 	h.Enqueue(h.P, late)
 
-	// A delay that keeps the start hidden through the checks below (the
-	// fetch of the late message gets a lock timeout, however slow the
-	// run), then lets it back.
-	hideFor := hideDelay(h, h.Options().LockTimeout+AbsenceWindow)
+	// A delay that keeps the start hidden through the checks below,
+	// however slow the run, then lets it back.
 	abandoned := time.Now()
-	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, item.LockToken, hideFor, false))
+	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, item.LockToken, longHide, false))
 
 	// The late message was never locked by that fetch, so the delay does
 	// not hold it back.
@@ -514,12 +481,14 @@ func expiryAbandonDelayScope(h *H) {
 		"only the message that arrived during the lock: the abandoned start waits out its delay")
 	require.Equal(h.T, uint32(1), again.AttemptCount, "the late message's first delivery")
 	// Not before its delay: the start is neither fetchable nor locked with the late message.
-	h.NoOrchUntil(other, withheldUntil(h, abandoned, hideFor))
+	h.NoOrchUntil(other, withheldUntil(h, abandoned, longHide))
 
-	// After it, the start is back: once the late message is released too,
-	// one lock takes both (a batch of the late message alone, fetched
-	// before the delay passed, is put back uncounted).
+	// After it (waited out: no call ends a delay early), the start is
+	// back: once the late message is released too, one lock takes both (a
+	// batch of the late message alone, from a provider that shows the start
+	// a little after its due time, is put back uncounted).
 	require.NoError(h.T, h.P.AbandonOrchestrationItem(h.Ctx, again.LockToken, 0, true))
+	h.Sleep(time.Until(abandoned.Add(longHide)))
 	both := lockingFetchBatch(h, h.P, LongLock, 2)
 	require.Equal(h.T, id, both.Instance)
 	require.ElementsMatch(h.T, []durable.WorkItem{StartItem(id), late}, both.Messages)
@@ -568,21 +537,40 @@ func expiryCancelledFetch(h *H) {
 	}
 	if held != nil {
 		require.Equal(h.T, msgs, held.Messages, "a lock takes every waiting message")
-		h.NoOrchUntil(h.Open(), withheldUntil(h, heldSince, lt)) // not before its expiry
+		// Not fetchable while held: the lock, a proper one, is extended
+		// for the check, however slow the run, then cut back to lt. Only
+		// a run stalled past lt since the fetch finds it expired already;
+		// the recovery below still checks it did not end early.
+		if err := h.P.RenewOrchestrationItemLock(h.Ctx, held.LockToken, LongLock); err == nil {
+			h.NoOrch(h.Open())
+			heldSince = time.Now()
+			require.NoError(h.T, h.P.RenewOrchestrationItemLock(h.Ctx, held.LockToken, lt))
+		} else {
+			require.ErrorIs(h.T, err, durable.ErrPermanent, "renewing the held lock")
+			h.T.Logf("the held lock expired before it could be extended (%v after its fetch began): no absence check",
+				time.Since(heldSince))
+		}
 	}
 
 	// After at most one lock timeout the work is fetchable again, whole:
 	// no lock outlives its timeout, and no message stays locked apart from
-	// its instance (or the reverse).
+	// its instance (or the reverse). A held lock ends no earlier than its
+	// timeout after it was taken (or last renewed).
 	var again *durable.OrchestrationItem
+	var recovered time.Time
 	h.Eventually(func() bool {
 		item, err := h.P.FetchOrchestrationItem(h.Ctx, LongLock, 0, nil)
+		recovered = time.Now()
 		if err != nil && !errors.Is(err, durable.ErrRetryable) {
 			require.NoError(h.T, err)
 		}
 		again = item
 		return item != nil
 	}, "the work of cancelled fetches to be fetchable again")
+	if held != nil {
+		require.False(h.T, recovered.Before(heldSince.Add(lt-withheldSlack)),
+			"the held lock ended %v before its timeout", heldSince.Add(lt).Sub(recovered))
+	}
 	require.Equal(h.T, id, again.Instance)
 	require.Equal(h.T, msgs, again.Messages, "every message, once")
 	require.GreaterOrEqual(h.T, again.AttemptCount, uint32(2))

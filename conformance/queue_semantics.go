@@ -184,28 +184,26 @@ func queueTimerDelayedVisibility(h *H) {
 	h.CreateInstance(h.P, id)
 	// A timer due after the scenario's checks: not fetchable in them,
 	// however slow the run, and fetched at its end.
-	lateDelay := hideDelay(h, lockExpiryWait(h)+2*AbsenceWindow)
 	lateAt := time.Now()
 	late := durable.TimerFired{Instance: id, ExecutionID: 1, ID: 3,
-		FireAtMS: uint64(lateAt.Add(lateDelay).UnixMilli())}
-	require.NoError(h.T, h.P.EnqueueForOrchestrator(h.Ctx, late, lateDelay))
-	h.NoOrchUntil(h.P, withheldUntil(h, lateAt, lateDelay))
+		FireAtMS: uint64(lateAt.Add(longHide).UnixMilli())}
+	require.NoError(h.T, h.P.EnqueueForOrchestrator(h.Ctx, late, longHide))
+	h.NoOrchUntil(h.P, withheldUntil(h, lateAt, longHide))
 
+	// A timer due soon: fetched once due, never before.
 	delay := h.Options().LockTimeout
-	timer := durable.TimerFired{Instance: id, ExecutionID: 1, ID: 2,
-		FireAtMS: uint64(time.Now().Add(delay).UnixMilli())}
 	enqueued := time.Now()
+	timer := durable.TimerFired{Instance: id, ExecutionID: 1, ID: 2,
+		FireAtMS: uint64(enqueued.Add(delay).UnixMilli())}
 	require.NoError(h.T, h.P.EnqueueForOrchestrator(h.Ctx, timer, delay))
-	h.NoOrchUntil(h.P, withheldUntil(h, enqueued, delay))
-	h.Sleep(time.Until(enqueued.Add(delay + lockMargin(h))))
-
-	item := h.MustFetchOrch(h.P, LongLock)
+	item := h.MustFetchOrchAfter(h.P, LongLock, enqueued.Add(delay))
 	require.Equal(h.T, id, item.Instance)
 	require.Equal(h.T, []durable.WorkItem{timer}, item.Messages, "the due timer, without the later one")
 	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1}))
-	h.NoOrchUntil(h.P, withheldUntil(h, lateAt, lateDelay))
+	h.NoOrchUntil(h.P, withheldUntil(h, lateAt, longHide))
 
 	// The later timer comes due too.
+	h.Sleep(time.Until(lateAt.Add(longHide)))
 	item = h.MustFetchOrch(h.P, LongLock)
 	require.Equal(h.T, id, item.Instance)
 	require.Equal(h.T, []durable.WorkItem{late}, item.Messages, "the later timer, once due")
@@ -255,25 +253,23 @@ func queueWorkerDelayedSkipsFuture(h *H) {
 	// Delayed past the scenario's checks: unlocked but not visible in them,
 	// however slow the run, so the next item is served, then none; the
 	// delayed item is fetched at the end.
-	hideFor := hideDelay(h, lockExpiryWait(h)+2*AbsenceWindow)
 	hiddenAt := time.Now()
-	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, first.LockToken, hideFor, false))
+	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, first.LockToken, longHide, false))
 	second := h.MustFetchWork(h.P, LongLock)
 	require.Equal(h.T, uint64(2), queueActivityOf(h, second).ID, "a delayed item must be skipped")
-	h.NoWorkUntil(h.P, withheldUntil(h, hiddenAt, hideFor))
+	h.NoWorkUntil(h.P, withheldUntil(h, hiddenAt, longHide))
 
-	// Delayed briefly: hidden until the delay passes, then visible again.
+	// Delayed briefly: visible again once the delay passed, never before.
 	delay := h.Options().LockTimeout
 	abandoned := time.Now()
 	require.NoError(h.T, h.P.AbandonWorkItem(h.Ctx, second.LockToken, delay, false))
-	h.NoWorkUntil(h.P, withheldUntil(h, abandoned, delay))
-	h.Sleep(time.Until(abandoned.Add(delay + lockMargin(h))))
-	third := h.MustFetchWork(h.P, LongLock)
+	third := h.MustFetchWorkAfter(h.P, LongLock, abandoned.Add(delay))
 	require.Equal(h.T, uint64(2), queueActivityOf(h, third).ID, "the delayed item is visible after its delay")
 	require.NoError(h.T, h.P.AckWorkItem(h.Ctx, third.LockToken, queueCompletion(id, 2, "done")))
-	h.NoWorkUntil(h.P, withheldUntil(h, hiddenAt, hideFor))
+	h.NoWorkUntil(h.P, withheldUntil(h, hiddenAt, longHide))
 
 	// The long delay passes too: the first item is back.
+	h.Sleep(time.Until(hiddenAt.Add(longHide)))
 	back := h.MustFetchWork(h.P, LongLock)
 	require.Equal(h.T, queueActivity(id, 1), queueActivityOf(h, back), "the long-delayed item is visible after its delay")
 	require.Equal(h.T, uint32(2), back.AttemptCount)
@@ -361,9 +357,8 @@ func queueOrchestratorDelayedExcluded(h *H) {
 	soon := durable.ExternalRaised{Instance: id, Name: "soon", Data: "2"}
 	// Due after the scenario's checks, however slow the run, and fetched at its end.
 	never := durable.ExternalRaised{Instance: id, Name: "never", Data: "3"}
-	neverDelay := hideDelay(h, lockExpiryWait(h)+2*AbsenceWindow)
 	neverAt := time.Now()
-	require.NoError(h.T, h.P.EnqueueForOrchestrator(h.Ctx, never, neverDelay))
+	require.NoError(h.T, h.P.EnqueueForOrchestrator(h.Ctx, never, longHide))
 	h.Enqueue(h.P, now)
 
 	item := h.MustFetchOrch(h.P, LongLock)
@@ -374,13 +369,13 @@ func queueOrchestratorDelayedExcluded(h *H) {
 	require.NoError(h.T, h.P.EnqueueForOrchestrator(h.Ctx, soon, delay))
 	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1}))
 
-	h.Sleep(time.Until(enqueued.Add(delay + lockMargin(h))))
-	rest := h.MustFetchOrch(h.P, LongLock)
+	rest := h.MustFetchOrchAfter(h.P, LongLock, enqueued.Add(delay))
 	require.Equal(h.T, []durable.WorkItem{soon}, rest.Messages, "the delayed message survives the ack of the earlier batch")
 	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, rest.LockToken, durable.OrchestrationTurn{ExecutionID: 1}))
-	h.NoOrchUntil(h.P, withheldUntil(h, neverAt, neverDelay)) // never is still delayed...
+	h.NoOrchUntil(h.P, withheldUntil(h, neverAt, longHide)) // never is still delayed...
 
 	// ... and neither ack deleted it: once due, it is delivered.
+	h.Sleep(time.Until(neverAt.Add(longHide)))
 	last := h.MustFetchOrch(h.P, LongLock)
 	require.Equal(h.T, id, last.Instance)
 	require.Equal(h.T, []durable.WorkItem{never}, last.Messages, "the long-delayed message, once due")

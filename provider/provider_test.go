@@ -202,7 +202,7 @@ func (f *cosmosFactory) Open(t testing.TB, name string) durable.Provider {
 }
 
 func (f *cosmosFactory) Options() conformance.Options {
-	return conformance.Options{LockTimeout: 1500 * time.Millisecond, ShortPollThreshold: time.Second}
+	return conformance.Options{LockTimeout: 1500 * time.Millisecond}
 }
 
 func (f *cosmosFactory) CorruptInstanceHistory(t testing.TB, store, instance string) {

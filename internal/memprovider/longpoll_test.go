@@ -344,6 +344,9 @@ func TestLongPollTimeout(t *testing.T) {
 			assert.Equal(t, 1, armed, "a fetch with nothing due arms only its deadline")
 		})
 		t.Run(q.name+"/wall_clock", func(t *testing.T) {
+			// On the real clock the fetch waits its poll timeout, and ends
+			// by itself (receive fails if it has not returned after hang);
+			// when exactly is pinned down on the store clock above.
 			s := NewStore()
 			poll := 100 * time.Millisecond
 			begin := time.Now()
@@ -352,7 +355,7 @@ func TestLongPollTimeout(t *testing.T) {
 			require.NoError(t, r.err)
 			require.False(t, r.found)
 			assert.GreaterOrEqual(t, elapsed, poll)
-			assert.Less(t, elapsed, poll+time.Second)
+			t.Logf("a long poll of %v with no work returned after %v", poll, elapsed)
 		})
 	}
 }
@@ -376,13 +379,14 @@ func TestShortPollAndZeroPollReturnAtOnce(t *testing.T) {
 }
 
 // TestLongPollNoLostWakeups races enqueues against fetches starting to wait:
-// a lost wake-up would leave a fetch waiting for its (long) poll timeout.
+// a lost wake-up would leave a fetch waiting for its (hour-long) poll
+// timeout, until the hang deadline cancels it.
 func TestLongPollNoLostWakeups(t *testing.T) {
 	s := NewStore()
 	for _, q := range queues {
 		for i := range 200 {
-			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-			res := goFetch(ctx, s.OpenLongPolling(), q.worker, lock, time.Minute)
+			ctx, cancel := context.WithTimeout(t.Context(), hang)
+			res := goFetch(ctx, s.OpenLongPolling(), q.worker, lock, time.Hour)
 			if i%2 == 0 {
 				runtime.Gosched()
 			}
