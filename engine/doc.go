@@ -198,7 +198,7 @@
 //	                    total                                 about 3.9 RU/s
 //
 // that is about 17% of polling (target: at most 20%; measured 16.5–18.9%,
-// DESIGN §6a has the breakdown). The levers, in that order of weight: the budget
+// docs/measurements/idle-cost.md has the breakdown). The levers, in that order of weight: the budget
 // (linear: it buys the pick-up latency of other processes' writes when
 // the peer wake channel is off), the heartbeat (HeartbeatInterval,
 // bounded by self-fencing at LeaseExpiry - HeartbeatInterval; a patch
