@@ -43,7 +43,11 @@ func TestPayloadLimitsOnCosmos(t *testing.T) {
 		tripled.Add(1)
 		return strings.Repeat(in, 3), nil
 	})
-	rt := runtime.New(p, reg, runtimetest.FastOptions(t))
+	// A turn with an 800 KiB payload is slow under the race detector on a
+	// loaded machine: locks long enough that it is not taken for lost.
+	ro := runtimetest.FastOptions(t)
+	ro.OrchestratorLockTimeout, ro.WorkerLockTimeout = time.Minute, time.Minute
+	rt := runtime.New(p, reg, ro)
 	require.NoError(t, rt.Start())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -51,7 +55,7 @@ func TestPayloadLimitsOnCosmos(t *testing.T) {
 		_ = rt.Shutdown(ctx)
 	})
 	c := rt.Client()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // catches hangs only
 	defer cancel()
 
 	// An input of the largest stored size the API accepts, plain and
