@@ -3,7 +3,8 @@
 // channel on), and a workload of mixed orchestrations driven through
 // their HTTP API as a load balancer would (round robin, a failed request
 // retried on the next service, starts and events with an
-// Idempotency-Key). A third of the way in, one service is killed
+// Idempotency-Key, whose resends must get the first answer: a start
+// answered 409 fails the run). A third of the way in, one service is killed
 // (SIGKILL); two thirds in, another gets SIGTERM and a replacement
 // starts. At the end every instance's history is read back and checked:
 // completed once, with the expected output, each activity completed
