@@ -15,7 +15,6 @@ import (
 	"github.com/durafeed/durafeed/httpapi"
 	"github.com/durafeed/durafeed/provider"
 	"github.com/durafeed/durafeed/runtime"
-	"github.com/durafeed/durafeed/runtime/runtimetest"
 	"github.com/durafeed/durafeed/store"
 )
 
@@ -45,14 +44,8 @@ func TestPayloadLimitsOnCosmos(t *testing.T) {
 	})
 	// A turn with an 800 KiB payload is slow under the race detector on a
 	// loaded machine: locks long enough that it is not taken for lost.
-	ro := runtimetest.FastOptions(t)
-	ro.OrchestratorLockTimeout, ro.WorkerLockTimeout = time.Minute, time.Minute
-	rt := runtime.New(p, reg, ro)
-	require.NoError(t, rt.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = rt.Shutdown(ctx)
+	rt := start(t, p, reg, func(o *runtime.Options) {
+		o.OrchestratorLockTimeout, o.WorkerLockTimeout = time.Minute, time.Minute
 	})
 	c := rt.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // catches hangs only
