@@ -138,8 +138,8 @@ func (e *Env) RunIdle(ctx context.Context, s IdleScenario) (res IdleResult, err 
 	sweeps := func() int64 {
 		var n int64
 		for _, p := range replicas {
-			if ev := p.Engine(); ev != nil {
-				n += ev.Stats().Sweeps
+			if st, ok := p.EngineStats(); ok {
+				n += st.Sweeps
 			}
 		}
 		return n

@@ -500,10 +500,7 @@ func joinAll(ctx context.Context, ps []*provider.Provider) error {
 	errs := make([]error, len(ps))
 	var wg sync.WaitGroup
 	for i, p := range ps {
-		if p.Engine() == nil {
-			continue
-		}
-		wg.Go(func() { errs[i] = p.Engine().Join(ctx) })
+		wg.Go(func() { errs[i] = p.Join(ctx) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {

@@ -17,7 +17,9 @@
 //	p, err := changefeed.New(container, changefeed.StaticSource(lease),
 //		func(ctx context.Context, b changefeed.Batch) error {
 //			for _, doc := range b.Documents {
-//				// ... process json.RawMessage doc; return an error to retry the batch
+//				if err := process(ctx, doc); err != nil { // doc is a json.RawMessage
+//					return err // the batch is offered again
+//				}
 //			}
 //			return nil
 //		}, changefeed.Options{Logger: logger})

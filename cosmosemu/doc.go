@@ -4,6 +4,9 @@
 // memory.
 //
 //	srv, err := cosmosemu.Start(ctx, cosmosemu.Options{})
+//	if err != nil {
+//		return err
+//	}
 //	defer srv.Close()
 //	client, err := srv.NewClient() // *azcosmos.Client trusting srv's certificate
 //

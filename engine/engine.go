@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,7 +15,6 @@ import (
 	"github.com/durafeed/durafeed/outbox"
 	"github.com/durafeed/durafeed/peerwake"
 	"github.com/durafeed/durafeed/slots"
-	"github.com/durafeed/durafeed/store"
 	"github.com/durafeed/durafeed/wakeup"
 )
 
@@ -31,7 +31,8 @@ var allSlots = wakeup.All(slots.Count)
 // replica used only as a client therefore never takes slots it would not
 // serve.
 type Engine struct {
-	s    *store.Store
+	s    Store
+	be   Backend
 	out  *outbox.Outbox
 	opts Options
 	clk  Clock
@@ -87,8 +88,8 @@ type Engine struct {
 
 // session is one period of this replica's participation in dispatch.
 type session struct {
-	store  *leasestore.Store
-	proc   *changefeed.Processor
+	store  Leases
+	proc   Feed
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -172,23 +173,33 @@ type refusedOI struct {
 	at      int64
 }
 
-// New returns an Engine dispatching from s; it delivers outbox intents
-// through an outbox of its own over s, whose deliveries it signals. It
-// starts nothing: the replica joins dispatch at its first
-// FetchOrchestrationItem (or Join).
-func New(s *store.Store, o Options) (*Engine, error) {
+// New returns an Engine dispatching from b's store; it delivers outbox
+// intents through an outbox of its own over the store, whose deliveries
+// it signals. It joins no dispatch: the replica joins at its first
+// FetchOrchestrationItem (or Join). With the peer wake channel on, New
+// returns once the channel's first read of the lease documents has
+// answered or failed (a provider's first write then reaches the owners'
+// channels), or with ctx's error.
+func New(ctx context.Context, b Backend, o Options) (*Engine, error) {
 	o, err := o.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{s: s, opts: o, clk: o.Clock, log: o.Logger.With(zap.String("replica", o.ReplicaID)),
+	if b.Store == nil {
+		return nil, errors.New("engine: Backend.Store is nil")
+	}
+	if o.PeerWake != nil && b.View == nil {
+		return nil, errors.New("engine: the peer wake channel needs Backend.View")
+	}
+	s := b.Store
+	e := &Engine{s: s, be: b, opts: o, clk: o.Clock, log: o.Logger.With(zap.String("replica", o.ReplicaID)),
 		per:     slots.Count / o.Leases.Blocks,
 		blocked: map[string]int{}, locking: map[string]bool{}, released: map[string]int64{}, wreleased: map[string]int64{}, settled: map[string]int64{}, wlocked: map[string]int64{}, parked: map[string]parkedWI{},
 		refused: map[string]refusedOI{}, hinted: map[string]hintSeen{}, joinCh: make(chan struct{}),
 		sib: siblings{work: map[string]map[string]int64{}, await: map[string]map[string]bool{}, putOff: map[string]int64{},
 			taken: map[string]map[string]int64{}},
 		watch: watchState{watching: map[string]int{}, watchers: map[string]map[*peerwake.Reply]struct{}{}}}
-	e.out = outbox.New(s, o.Logger, e.delivered)
+	e.out = outbox.New(s, o.Logger)
 	if !o.DisableHeads {
 		e.heads = newHeadIndex(e.isOwned)
 	}
@@ -200,6 +211,10 @@ func New(s *store.Store, o Options) (*Engine, error) {
 	e.startMeters(o.MeterProvider)
 	if o.PeerWake != nil {
 		if err := e.startPeerWake(); err != nil {
+			return nil, err
+		}
+		if err := e.waitPeerView(ctx); err != nil {
+			e.Close(false)
 			return nil, err
 		}
 	}
@@ -293,15 +308,13 @@ func (e *Engine) startSession() (*session, error) {
 		return nil, err
 	}
 	so.WakeAddr, so.WakeKey = addr, key
-	st, err := leasestore.New(e.s.Container(), so)
-	if err != nil {
+	if e.be.Session == nil {
 		if recv != nil {
 			_ = recv.Close()
 		}
-		return nil, err
+		return nil, errNoSession
 	}
-	s.recv = recv
-	proc, err := changefeed.New(e.s.Container(), st, e.handle, changefeed.Options{
+	st, proc, err := e.be.Session(so, e.handle, changefeed.Options{
 		ActiveDelay:        e.opts.Feed.ActiveDelay,
 		IdleCeiling:        e.opts.Feed.IdleCeiling,
 		WarmHold:           e.opts.Feed.WarmHold,
@@ -315,8 +328,12 @@ func (e *Engine) startSession() (*session, error) {
 		Logger:             e.log,
 	})
 	if err != nil {
+		if recv != nil {
+			_ = recv.Close()
+		}
 		return nil, err
 	}
+	s.recv = recv
 	s.store, s.proc = st, proc
 	e.lastOrchFetch.Store(e.clk.Now().UnixMilli())
 	s.ctx, s.cancel = context.WithCancel(context.Background())

@@ -9,7 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/changefeed"
-	"github.com/durafeed/durafeed/outbox"
 	"github.com/durafeed/durafeed/slots"
 	"github.com/durafeed/durafeed/store"
 	"github.com/durafeed/durafeed/wakeup"
@@ -40,8 +39,8 @@ func (e *Engine) handle(ctx context.Context, b changefeed.Batch) error {
 			case f.LockedUntil == 0 && f.VisibleAt <= e.now():
 				e.arrivedMsg(f.InstanceID, f.ID) // an event, a cancellation, a child's completion
 			}
-			if h, err := store.DecodeHead(raw); err == nil {
-				e.heads.note(h, e.now()) // kept only if the slot is owned
+			if f.HasHead {
+				e.heads.note(f.Head, e.now()) // kept only if the slot is owned
 			} else {
 				e.heads.missed(f.InstanceID)
 			}
@@ -59,14 +58,15 @@ func (e *Engine) handle(ctx context.Context, b changefeed.Batch) error {
 				e.stats.intentsHeld.Add(1)
 				return errHeld
 			}
-			var in outbox.Intent
-			if err := json.Unmarshal(raw, &in); err != nil {
-				continue
-			}
+			in := f.Intent
 			if !e.isOwned(slots.Of(in.InstanceID)) {
 				continue
 			}
-			if err := e.out.Deliver(ctx, in); err != nil {
+			target, err := e.out.Deliver(ctx, in)
+			if target != nil {
+				e.delivered(target)
+			}
+			if err != nil {
 				if ctx.Err() != nil || store.Retryable(err) {
 					return err // the batch is offered again
 				}

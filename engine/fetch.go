@@ -82,7 +82,9 @@ func (e *Engine) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTi
 				// fetch's query). Look again at once: the instance is
 				// then found locked (and retried at its release or
 				// expiry) or free.
-				e.orch.Signal(w.Slot, orchKey(w.Instance[1:]), e.clk.Now())
+				if k, ok := parseKey(w.Instance, kindMessages, kindLockExpiry); ok {
+					e.orch.Signal(w.Slot, orchKey(k.instance), e.clk.Now())
+				}
 				continue
 			}
 			// A failure: look again shortly.
@@ -101,11 +103,12 @@ func (e *Engine) orchWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 	if w.Kind == wakeup.Scan {
 		return nil, e.scanOrch(ctx, w.Slot)
 	}
-	if len(w.Instance) == 0 {
+	k, ok := parseKey(w.Instance, kindMessages, kindLockExpiry)
+	if !ok {
 		return nil, nil
 	}
-	kind, instance := w.Instance[0], w.Instance[1:]
-	if kind == 'w' {
+	instance := k.instance
+	if k.kind == kindMessages {
 		if until, ok := e.putOff(instance); ok {
 			// Siblings of the activity that woke it are still running:
 			// their completions (or the bound) wake it again.
@@ -113,7 +116,7 @@ func (e *Engine) orchWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 			return nil, nil
 		}
 	}
-	if kind == 'l' {
+	if k.kind == kindLockExpiry {
 		// A lock expiry: void if this process released that lock.
 		e.mu.Lock()
 		rel, ok := e.released[instance]
@@ -194,7 +197,7 @@ func (e *Engine) lockOnce(ctx context.Context, slot int, instance string, lockTi
 func (e *Engine) lockInstance(ctx context.Context, instance string, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (store.LockResult, error) {
 	req := store.LockRequest{Instance: instance, LockTimeout: lockTimeout, Filter: filter, Owner: e.holder()}
 	if heads := e.heads.take(instance, e.now()); len(heads) > 0 {
-		req.Heads, req.HeadsComplete = heads, e.heads.isComplete(instance)
+		req.Read = store.FromHeads{Heads: heads, Complete: e.heads.isComplete(instance)}
 	}
 	r, err := e.s.LockInstance(ctx, req)
 	e.heads.forget(instance, r.LockedMsgs)
@@ -260,9 +263,9 @@ func (e *Engine) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout tim
 	deadline := e.clk.Now().Add(pollTimeout)
 	if joined := e.joined(); !e.isJoined() {
 		for {
-			item, err := e.s.LockWorkIn(ctx, slots.Block{First: 0, Last: slots.Count - 1}, lockTimeout, session, tags, e.holder())
-			if err != nil || item != nil {
-				return item, err
+			r, err := e.s.LockWorkIn(ctx, slots.All(), store.WorkLockRequest{LockTimeout: lockTimeout, Session: session, Tags: tags, Owner: e.holder()})
+			if err != nil || r.Item != nil {
+				return r.Item, err
 			}
 			left := deadline.Sub(e.clk.Now())
 			if left <= 0 {
@@ -375,10 +378,11 @@ func (e *Engine) workWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 		}
 		return nil, e.scanWork(ctx, w.Slot, session, tags)
 	}
-	instance, id, ok := splitWorkKey(w.Instance)
+	k, ok := parseKey(w.Instance, kindWork)
 	if !ok {
 		return nil, nil
 	}
+	instance, id := k.instance, k.id
 	e.mu.Lock()
 	if _, ok := e.settled[w.Instance]; ok {
 		delete(e.settled, w.Instance)
@@ -404,15 +408,16 @@ func (e *Engine) workWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 	}
 	// Most wakeups find their item takeable: lock it in one request, and
 	// read it only when that cannot decide.
-	item, head, until, tried, err := e.s.TryLockWork(ctx, instance, id, lockTimeout, tags, e.holder())
-	if tried {
-		if item != nil {
-			e.wakeLatency("worker", head.Due())
-			if e.isJoined() && e.isOwned(head.DispatchSlot) {
-				e.work.SignalAt(head.DispatchSlot, w.Instance, msTime(until))
+	req := store.WorkLockRequest{LockTimeout: lockTimeout, Session: session, Tags: tags, Owner: e.holder()}
+	r, err := e.s.TryLockWork(ctx, instance, id, req)
+	if !r.Undecided {
+		if r.Item != nil {
+			e.wakeLatency("worker", r.Head.Due())
+			if e.isJoined() && e.isOwned(r.Head.DispatchSlot) {
+				e.work.SignalAt(r.Head.DispatchSlot, w.Instance, msTime(r.LockedUntil))
 			}
 		}
-		return item, err
+		return r.Item, err
 	}
 	q, err := e.s.ReadWork(ctx, instance, id)
 	if err != nil || q == nil {
@@ -454,14 +459,14 @@ func (e *Engine) workWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 			return nil, nil
 		}
 	}
-	item, until, err = e.s.LockWork(ctx, q, lockTimeout, e.holder())
-	if item != nil {
+	r, err = e.s.LockWork(ctx, q, req)
+	if r.Item != nil {
 		e.wakeLatency("worker", q.Due())
 	}
-	if item != nil && e.isJoined() && e.isOwned(q.DispatchSlot) {
-		e.work.SignalAt(q.DispatchSlot, workKey(q.InstanceID, q.ID), msTime(until))
+	if r.Item != nil && e.isJoined() && e.isOwned(q.DispatchSlot) {
+		e.work.SignalAt(q.DispatchSlot, workKey(q.InstanceID, q.ID), msTime(r.LockedUntil))
 	}
-	return item, err
+	return r.Item, err
 }
 
 // scanWork runs the worker query for one slot and signals what it finds.

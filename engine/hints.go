@@ -244,7 +244,7 @@ func (e *Engine) checkHint(ctx context.Context) {
 		doc.Slots = []int{}
 	}
 	b, _ := json.Marshal(doc)
-	if err := e.s.Upsert(ctx, doc.InstanceID, b); err != nil {
+	if err := e.s.WriteHint(ctx, doc.InstanceID, b); err != nil {
 		if ctx.Err() == nil {
 			e.log.Warn("backlog hint not written", zap.Error(err))
 		}

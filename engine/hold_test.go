@@ -17,7 +17,7 @@ import (
 // rules (holds, arrivals, signals) driven directly by a test.
 func bareEngine(t *testing.T, o Options) *Engine {
 	t.Helper()
-	e, err := New(new(store.Store), o)
+	e, err := New(context.Background(), Backend{Store: new(store.Store)}, o)
 	require.NoError(t, err)
 	t.Cleanup(func() { e.Close(false) })
 	return e
@@ -82,11 +82,11 @@ func TestStaleVersionDoesNotEndAHold(t *testing.T) {
 
 	// A peer's wake naming the taken message is stale too; one naming a
 	// new message ends the hold.
-	got, ok := e.orchPeerWake(arrivalKey(inst, "start"))
+	got, ok := e.orchPeerWake(key{kind: kindArrival, instance: inst, id: "start"}.String())
 	require.True(t, ok)
 	require.Equal(t, inst, got)
 	require.True(t, held(), "a late wake for the taken message")
-	_, ok = e.orchPeerWake(arrivalKey(inst, "event"))
+	_, ok = e.orchPeerWake(key{kind: kindArrival, instance: inst, id: "event"}.String())
 	require.True(t, ok)
 	require.False(t, held(), "a new message ends the hold")
 

@@ -5,62 +5,111 @@ import (
 	"strings"
 )
 
-// The hubs' keys (wakeup.Wakeup.Instance) and the peer wake channel's:
-// one letter of kind, then what it names.
+// keyKind says what a wakeup key names. The hubs and the peer wake
+// channel carry keys as strings (wakeup.Wakeup.Instance, peerwake.Wake's
+// Key); the engine builds and reads them only as a key, through
+// key.String and parseKey. The encoding is a wire format between
+// replicas: a letter of kind, then what it names.
+type keyKind byte
 
-// orchKey is the orchestrator hub's key of instance's waiting messages.
-func orchKey(instance string) string { return "w" + instance }
+const (
+	// kindWork names a worker document: instance and id (the worker hub,
+	// HubWorker wakes). Its encoding has no letter: the instance's
+	// length, a colon, the instance and the id.
+	kindWork keyKind = iota
+	// kindMessages names an instance's waiting messages (the orchestrator
+	// hub; a bare HubOrchestrator wake from an older sender).
+	kindMessages
+	// kindLockExpiry names the expiry of a lock on an instance (the
+	// orchestrator hub only).
+	kindLockExpiry
+	// kindArrival names one orchestrator message, id, of an instance
+	// (HubOrchestrator wakes): the owner tells a wake that reaches it
+	// after a turn took the message (stale) from a new arrival.
+	kindArrival
+	// kindSettle names a completion message: the instance to wake and
+	// the worker document, id, its ack removed (the owner counts that
+	// activity done).
+	kindSettle
+)
 
-// isOrchKey reports a key orchKey made (a peer's wake must name one).
-func isOrchKey(k string) bool { return len(k) > 1 && k[0] == 'w' }
+// letters are the encodings' kind letters (kindWork has none).
+var letters = [...]byte{kindMessages: 'w', kindLockExpiry: 'l', kindArrival: 'a', kindSettle: 'c'}
 
-// lockKey is the orchestrator hub's key of the expiry of a lock on
-// instance.
-func lockKey(instance string) string { return "l" + instance }
-
-// workKey is the worker hub's key of the worker document id of instance:
-// the instance's length, a colon, the instance and the id (splitWorkKey).
-func workKey(instance, id string) string {
-	return strconv.Itoa(len(instance)) + ":" + instance + id
+// key is a typed wakeup key.
+type key struct {
+	kind     keyKind
+	instance string
+	// id is the document named (kindWork, kindArrival, kindSettle).
+	id string
 }
 
-// settleKey is the peer wake key of a completion message: the instance
-// to wake and the worker document its ack removed (the owner counts that
-// activity done). Receivers that predate it ignore it; the feed then
-// brings the completion.
-func settleKey(instance, workID string) string { return "c" + workKey(instance, workID) }
-
-// splitSettleKey parses a settleKey.
-func splitSettleKey(k string) (instance, workID string, ok bool) { return splitNamedKey('c', k) }
-
-// arrivalKey is the peer wake key of any other orchestrator message: the
-// instance to wake and the message's document id, so that the owner can
-// tell a wake that reaches it after a turn took the message (stale) from
-// a new arrival. Receivers that predate it ignore it; the feed then
-// brings the message.
-func arrivalKey(instance, msgID string) string { return "a" + workKey(instance, msgID) }
-
-// splitArrivalKey parses an arrivalKey.
-func splitArrivalKey(k string) (instance, msgID string, ok bool) { return splitNamedKey('a', k) }
-
-// splitNamedKey parses a key of kind followed by a workKey naming a
-// document of an instance.
-func splitNamedKey(kind byte, k string) (instance, id string, ok bool) {
-	if len(k) < 2 || k[0] != kind {
-		return "", "", false
+// String encodes k for a hub or the wire.
+func (k key) String() string {
+	named := strconv.Itoa(len(k.instance)) + ":" + k.instance + k.id
+	switch k.kind {
+	case kindWork:
+		return named
+	case kindMessages, kindLockExpiry:
+		return string(letters[k.kind]) + k.instance
+	default:
+		return string(letters[k.kind]) + named
 	}
-	instance, id, ok = splitWorkKey(k[1:])
-	return instance, id, ok && instance != "" && id != ""
 }
 
-func splitWorkKey(k string) (instance, id string, ok bool) {
-	i := strings.IndexByte(k, ':')
+// parseKey decodes an encoded key of one of the kinds accepted; ok is
+// false for a malformed key or another kind. Keys naming a document need
+// a non-empty instance and id; a kindMessages key needs an instance.
+func parseKey(s string, accepted ...keyKind) (k key, ok bool) {
+	for _, kind := range accepted {
+		if k, ok = parseKind(s, kind); ok {
+			return k, true
+		}
+	}
+	return key{}, false
+}
+
+func parseKind(s string, kind keyKind) (key, bool) {
+	switch kind {
+	case kindWork:
+		inst, id, ok := splitNamed(s)
+		return key{kind: kindWork, instance: inst, id: id}, ok && inst != "" && id != ""
+	case kindMessages, kindLockExpiry:
+		if len(s) < 2 || s[0] != letters[kind] {
+			return key{}, false
+		}
+		return key{kind: kind, instance: s[1:]}, true
+	default:
+		if len(s) < 2 || s[0] != letters[kind] {
+			return key{}, false
+		}
+		inst, id, ok := splitNamed(s[1:])
+		return key{kind: kind, instance: inst, id: id}, ok && inst != "" && id != ""
+	}
+}
+
+// splitNamed parses the length-prefixed instance and id of a key naming
+// a document.
+func splitNamed(s string) (instance, id string, ok bool) {
+	i := strings.IndexByte(s, ':')
 	if i < 0 {
 		return "", "", false
 	}
-	n, err := strconv.Atoi(k[:i])
-	if err != nil || n < 0 || i+1+n > len(k) {
+	n, err := strconv.Atoi(s[:i])
+	if err != nil || n < 0 || i+1+n > len(s) {
 		return "", "", false
 	}
-	return k[i+1 : i+1+n], k[i+1+n:], true
+	return s[i+1 : i+1+n], s[i+1+n:], true
+}
+
+// orchKey is the orchestrator hub's key of instance's waiting messages.
+func orchKey(instance string) string { return key{kind: kindMessages, instance: instance}.String() }
+
+// lockKey is the orchestrator hub's key of the expiry of a lock on
+// instance.
+func lockKey(instance string) string { return key{kind: kindLockExpiry, instance: instance}.String() }
+
+// workKey is the worker hub's key of the worker document id of instance.
+func workKey(instance, id string) string {
+	return key{kind: kindWork, instance: instance, id: id}.String()
 }

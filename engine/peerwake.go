@@ -121,8 +121,8 @@ func (e *Engine) viewLoop(ctx context.Context, w *wakeState) {
 			return
 		case <-w.kick:
 		}
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		v, err := leasestore.ReadView(rctx, e.s.Container(), e.leasePartition(), e.opts.Leases.Blocks)
+		rctx, cancel := context.WithTimeout(ctx, viewTimeout)
+		v, err := e.be.View(rctx, e.leasePartition(), e.opts.Leases.Blocks)
 		cancel()
 		w.mu.Lock()
 		w.readAt = e.clk.Now()
@@ -150,12 +150,12 @@ func (e *Engine) viewLoop(ctx context.Context, w *wakeState) {
 	}
 }
 
-// WaitPeerView waits until the peer wake channel's first read of the
+// waitPeerView waits until the peer wake channel's first read of the
 // lease view has ended, so that the first writes after it find the
 // owners of their slots (without it they would wait for the owners'
 // change-feed reads), or until ctx ends; it returns at once when the
-// channel is off. The provider calls it in New.
-func (e *Engine) WaitPeerView(ctx context.Context) error {
+// channel is off. New calls it.
+func (e *Engine) waitPeerView(ctx context.Context) error {
 	if e.wake == nil {
 		return nil
 	}
@@ -220,7 +220,7 @@ func (e *Engine) onPeerWake(w peerwake.Wake) {
 		}
 		e.orch.Signal(w.Slot, orchKey(inst), w.VisibleAt)
 	case peerwake.HubWorker:
-		if _, _, ok := splitWorkKey(w.Key); !ok {
+		if _, ok := parseKey(w.Key, kindWork); !ok {
 			e.wake.ignored.Add(1)
 			return
 		}
@@ -237,20 +237,20 @@ func (e *Engine) onPeerWake(w peerwake.Wake) {
 // arrival naming its message ends a hold unless a turn here took that
 // message already; a bare instance key (a sender that predates named
 // arrivals) ends a hold. ok is false for a malformed key.
-func (e *Engine) orchPeerWake(key string) (instance string, ok bool) {
-	if inst, work, ok := splitSettleKey(key); ok {
-		e.siblingDone(inst, work)
-		return inst, true
-	}
-	if inst, msg, ok := splitArrivalKey(key); ok {
-		e.arrivedMsg(inst, msg)
-		return inst, true
-	}
-	if !isOrchKey(key) {
+func (e *Engine) orchPeerWake(s string) (instance string, ok bool) {
+	k, ok := parseKey(s, kindSettle, kindArrival, kindMessages)
+	if !ok {
 		return "", false
 	}
-	e.arrived(key[1:])
-	return key[1:], true
+	switch k.kind {
+	case kindSettle:
+		e.siblingDone(k.instance, k.id)
+	case kindArrival:
+		e.arrivedMsg(k.instance, k.id)
+	default:
+		e.arrived(k.instance)
+	}
+	return k.instance, true
 }
 
 // wakePeer sends the owner of q's slot a wake for it, unless the channel
@@ -270,10 +270,11 @@ func (e *Engine) wakePeer(q store.QueueHead, settles string) {
 		if q.LockedUntil > e.now() {
 			return // taken already; its release signals
 		}
-		wk.Hub, wk.Key, wk.VisibleAt = peerwake.HubOrchestrator, arrivalKey(q.InstanceID, q.ID), msTime(q.VisibleAt)
+		k := key{kind: kindArrival, instance: q.InstanceID, id: q.ID}
 		if settles != "" {
-			wk.Key = settleKey(q.InstanceID, settles)
+			k = key{kind: kindSettle, instance: q.InstanceID, id: settles}
 		}
+		wk.Hub, wk.Key, wk.VisibleAt = peerwake.HubOrchestrator, k.String(), msTime(q.VisibleAt)
 		if len(wk.Key) > peerwake.MaxKeyBytes {
 			wk.Key = orchKey(q.InstanceID) // an id too long to name: a bare wake
 		}

@@ -82,6 +82,9 @@ func (e *Engine) wrote(w store.Write, arrivals bool) {
 // reader; anyone else delivers directly (best-effort: the feed or the
 // safety sweep delivers what is left).
 func (e *Engine) Committed(ctx context.Context, c store.Commit) {
+	if c.Turn {
+		defer e.InstanceChanged(c.Source) // peers watching it
+	}
 	e.scheduled(c)
 	e.wrote(c.Write, false)
 	if len(c.Intents) == 0 {
@@ -93,21 +96,24 @@ func (e *Engine) Committed(ctx context.Context, c store.Commit) {
 			return
 		}
 	}
-	e.out.DeliverAll(ctx, c.Intents)
+	targets, _ := e.out.DeliverAll(ctx, c.Intents)
+	e.delivered(targets...)
 }
 
-// delivered signals a target document an outbox delivery left in place
-// (the outbox's delivered hook).
-func (e *Engine) delivered(target json.RawMessage) {
+// delivered signals the target documents outbox deliveries left in
+// place.
+func (e *Engine) delivered(targets ...json.RawMessage) {
 	if !e.isJoined() && e.wake == nil {
 		return
 	}
-	if f, err := e.s.DecodeFeedDoc(target, e.now()); err == nil && (f.Kind == store.FeedOrchestrator || f.Kind == store.FeedWorker) {
-		e.wakePeer(f.QueueHead, "")
-		if f.Kind == store.FeedOrchestrator && e.isOwned(f.DispatchSlot) {
-			e.arrivedMsg(f.InstanceID, f.ID) // a child's completion, an event: a hold here ends
+	for _, target := range targets {
+		if f, err := e.s.DecodeFeedDoc(target, e.now()); err == nil && (f.Kind == store.FeedOrchestrator || f.Kind == store.FeedWorker) {
+			e.wakePeer(f.QueueHead, "")
+			if f.Kind == store.FeedOrchestrator && e.isOwned(f.DispatchSlot) {
+				e.arrivedMsg(f.InstanceID, f.ID) // a child's completion, an event: a hold here ends
+			}
+			e.signalQueue(f.QueueHead, false)
 		}
-		e.signalQueue(f.QueueHead, false)
 	}
 }
 

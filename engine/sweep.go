@@ -27,6 +27,7 @@ func (e *Engine) sweepOnce(ctx context.Context) {
 		e.signalQueue(q, false)
 	}
 	r := e.out.Repair(ctx, found, e.s)
+	e.delivered(r.Targets...)
 	e.stats.sweepDelivered.Add(int64(r.Delivered))
 	e.pruneReleased(e.now())
 }

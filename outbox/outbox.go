@@ -66,54 +66,53 @@ type Store interface {
 }
 
 // Outbox delivers intents through a Store. It holds no state of its own
-// (intents live in the container) and is safe for concurrent use.
+// (intents live in the container) and is safe for concurrent use. It
+// calls nothing but its Store: what it delivered comes back to its
+// caller as data (the target documents), for the caller to signal.
 type Outbox struct {
 	store Store
 	log   *zap.Logger
-	// delivered, when set, is told of every target document that exists
-	// after a delivery (created now or earlier).
-	delivered func(target json.RawMessage)
 }
 
-// New returns an Outbox writing through s. delivered, when not nil, is
-// called with the payload of every target document a delivery leaves in
-// place (created now or by an earlier delivery), before the intent is
-// deleted; the event-driven dispatcher signals it. log may be nil.
-func New(s Store, log *zap.Logger, delivered func(target json.RawMessage)) *Outbox {
+// New returns an Outbox writing through s. log may be nil.
+func New(s Store, log *zap.Logger) *Outbox {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Outbox{store: s, log: log, delivered: delivered}
+	return &Outbox{store: s, log: log}
 }
 
 // Deliver creates the intent's target document (once) and deletes the
-// intent. An error leaves the intent for a later delivery.
-func (o *Outbox) Deliver(ctx context.Context, in Intent) error {
-	target := json.RawMessage(in.Payload)
-	if err := o.store.Create(ctx, in.TargetInstance, target); err != nil && !errors.Is(err, ErrExists) {
-		return err
+// intent. target is the target document whenever it exists after the
+// call (created now or by an earlier delivery), even when the intent's
+// deletion then failed; an error leaves the intent for a later delivery.
+func (o *Outbox) Deliver(ctx context.Context, in Intent) (target json.RawMessage, err error) {
+	doc := json.RawMessage(in.Payload)
+	if err := o.store.Create(ctx, in.TargetInstance, doc); err != nil && !errors.Is(err, ErrExists) {
+		return nil, err
 	}
-	if o.delivered != nil {
-		o.delivered(target)
-	}
-	return o.store.Delete(ctx, in.InstanceID, in.ID)
+	return doc, o.store.Delete(ctx, in.InstanceID, in.ID)
 }
 
-// DeliverAll delivers intents best-effort, returning how many were
-// delivered; a failure is logged and left to the repair pass.
-func (o *Outbox) DeliverAll(ctx context.Context, intents []Intent) int {
-	n := 0
+// DeliverAll delivers intents best-effort; a failure is logged and left
+// to the repair pass. It returns the target documents that exist after
+// it (Deliver's target) and how many intents were delivered.
+func (o *Outbox) DeliverAll(ctx context.Context, intents []Intent) (targets []json.RawMessage, delivered int) {
 	for _, in := range intents {
-		if err := o.Deliver(ctx, in); err != nil {
+		target, err := o.Deliver(ctx, in)
+		if target != nil {
+			targets = append(targets, target)
+		}
+		if err != nil {
 			if ctx.Err() == nil {
 				o.log.Info("outbox intent left for the repair pass", zap.String("source", in.InstanceID),
 					zap.String("target", in.TargetInstance), zap.Error(err))
 			}
 			continue
 		}
-		n++
+		delivered++
 	}
-	return n
+	return targets, delivered
 }
 
 // Finisher completes the other interrupted work a repair pass finds: a
@@ -133,10 +132,12 @@ type Findings struct {
 	Instances []string
 }
 
-// Repaired counts what Repair did.
+// Repaired is what Repair did.
 type Repaired struct {
 	Delivered int // intents delivered
 	Finished  int // instances whose publication or deletion was finished
+	// Targets are the target documents of the intents, as DeliverAll's.
+	Targets []json.RawMessage
 }
 
 // Repair is the repair pass both dispatchers run (the polling mode's
@@ -145,7 +146,7 @@ type Repaired struct {
 // fin. Failures are logged and left for the next pass.
 func (o *Outbox) Repair(ctx context.Context, f Findings, fin Finisher) Repaired {
 	var r Repaired
-	r.Delivered = o.DeliverAll(ctx, f.Intents)
+	r.Targets, r.Delivered = o.DeliverAll(ctx, f.Intents)
 	for _, inst := range f.Instances {
 		if err := fin.FinishInstance(ctx, inst); err != nil {
 			if ctx.Err() == nil {

@@ -64,29 +64,35 @@ func intent(id, target string) Intent {
 func TestDeliverIsIdempotent(t *testing.T) {
 	t.Parallel()
 	s := newMemStore()
-	var seen []string
-	o := New(s, nil, func(target json.RawMessage) { seen = append(seen, string(target)) })
+	o := New(s, nil)
 	in := intent("k1", "target")
 	require.NoError(t, s.Create(context.Background(), "source", mustJSON(t, in)))
-	require.NoError(t, o.Deliver(context.Background(), in))
-	require.NoError(t, o.Deliver(context.Background(), in), "a second delivery finds the target and succeeds")
+	first, err := o.Deliver(context.Background(), in)
+	require.NoError(t, err)
+	again, err := o.Deliver(context.Background(), in)
+	require.NoError(t, err, "a second delivery finds the target and succeeds")
 	require.Equal(t, 1, s.count("target"), "one target document")
 	require.Zero(t, s.count("source"), "the intent is deleted")
-	require.Len(t, seen, 2, "the hook hears of the target both times")
+	require.JSONEq(t, in.Payload, string(first), "the caller hears of the target")
+	require.JSONEq(t, in.Payload, string(again), "both times")
 }
 
 func TestDeliverFailureKeepsIntent(t *testing.T) {
 	t.Parallel()
 	s := newMemStore()
-	o := New(s, nil, nil)
+	o := New(s, nil)
 	in := intent("k1", "target")
 	require.NoError(t, s.Create(context.Background(), "source", mustJSON(t, in)))
 	boom := errors.New("503")
 	s.failNext = boom
-	require.ErrorIs(t, o.Deliver(context.Background(), in), boom)
+	target, err := o.Deliver(context.Background(), in)
+	require.ErrorIs(t, err, boom)
+	require.Nil(t, target, "no target document exists")
 	require.Equal(t, 1, s.count("source"), "the intent waits for the next delivery")
 	require.Zero(t, s.count("target"))
-	require.Equal(t, 1, o.DeliverAll(context.Background(), []Intent{in}))
+	targets, n := o.DeliverAll(context.Background(), []Intent{in})
+	require.Equal(t, 1, n)
+	require.Len(t, targets, 1)
 	require.Equal(t, 1, s.count("target"))
 }
 
@@ -104,13 +110,15 @@ func (f *finisher) FinishInstance(_ context.Context, instance string) error {
 func TestRepair(t *testing.T) {
 	t.Parallel()
 	s := newMemStore()
-	o := New(s, nil, nil)
+	o := New(s, nil)
 	f := &finisher{}
 	r := o.Repair(context.Background(), Findings{
 		Intents:   []Intent{intent("a", "t1"), intent("b", "t2"), intent("a", "t1")},
 		Instances: []string{"x", "bad", "y"},
 	}, f)
-	require.Equal(t, Repaired{Delivered: 3, Finished: 2}, r)
+	require.Equal(t, 3, r.Delivered)
+	require.Equal(t, 2, r.Finished)
+	require.Len(t, r.Targets, 3, "each delivery's target, the repeat's too")
 	require.Equal(t, []string{"x", "y"}, f.done)
 	require.Equal(t, []string{"bad"}, f.failed, "a failure is left for the next pass, the rest go on")
 	require.Equal(t, 1, s.count("t1"), "a repeated intent delivers once")

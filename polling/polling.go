@@ -106,7 +106,7 @@ func New(s *store.Store, o Options) *Dispatcher {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	d := &Dispatcher{s: s, out: outbox.New(s, o.Logger, nil), log: o.Logger,
+	d := &Dispatcher{s: s, out: outbox.New(s, o.Logger), log: o.Logger,
 		orch: newLocalShares(o.OrchestrationDispatchers), work: newLocalShares(o.WorkerDispatchers)}
 	d.every, d.poll = o.ReconcileInterval, o.PollInterval
 	d.ctx, d.stop = context.WithCancel(context.Background())
@@ -173,7 +173,7 @@ func (d *Dispatcher) lockOrchIn(ctx context.Context, sh slots.Block, lockTimeout
 		if i >= maxLockAttempts {
 			break
 		}
-		r, err := d.s.LockInstance(ctx, store.LockRequest{Instance: inst, LockTimeout: lockTimeout, Filter: filter, SeedsOrder: true})
+		r, err := d.s.LockInstance(ctx, store.LockRequest{Instance: inst, LockTimeout: lockTimeout, Filter: filter, Read: store.SeedsOrder{}})
 		if r.Published != nil {
 			d.out.DeliverAll(ctx, r.Published.Intents)
 		}
@@ -203,11 +203,13 @@ func (d *Dispatcher) FetchWorkItem(ctx context.Context, lockTimeout, _ time.Dura
 		return nil, durable.Retryable(op, err, "cancelled")
 	}
 	defer release()
-	item, err := d.s.LockWorkIn(ctx, sh, lockTimeout, session, tags, "")
-	if item != nil || err != nil || sh.All() {
-		return item, err
+	req := store.WorkLockRequest{LockTimeout: lockTimeout, Session: session, Tags: tags}
+	r, err := d.s.LockWorkIn(ctx, sh, req)
+	if r.Item != nil || err != nil || sh.All() {
+		return r.Item, err
 	}
-	return d.s.LockWorkIn(ctx, slots.All(), lockTimeout, session, tags, "")
+	r, err = d.s.LockWorkIn(ctx, slots.All(), req)
+	return r.Item, err
 }
 
 // Wrote implements the dispatcher contract: polling signals nothing (the

@@ -16,6 +16,9 @@
 // the call returns. Fetches are the dispatcher's.
 //
 //	p, err := provider.New(ctx, provider.Config{Store: store.Options{Endpoint: ep, Key: key}})
+//	if err != nil {
+//		return err
+//	}
 //	defer p.Close()
 //
 // # Which settings apply to which mode

@@ -170,7 +170,7 @@ func (r *replica) orchLoop(ctx context.Context) {
 			continue
 		}
 		from := time.Now()
-		owned := r.p.ev.Owned().Contains(slots.Of(item.Instance))
+		owned := r.p.ev().Owned().Contains(slots.Of(item.Instance))
 		turn := r.plan(item)
 		till := time.Now()
 		if err := r.p.AckOrchestrationItem(ctx, item.LockToken, turn); err != nil {
@@ -281,14 +281,14 @@ func replicaConfig(container string) testCfg {
 	return c
 }
 
-func ownedCount(p *Provider) int { return p.ev.Owned().Len() }
+func ownedCount(p *Provider) int { return p.ev().Owned().Len() }
 
 // ownedOnce reports whether the providers own every slot exactly once.
 func ownedOnce(ps ...*Provider) bool {
 	total := 0
 	var union wakeup.Set
 	for _, p := range ps {
-		s := p.ev.Owned()
+		s := p.ev().Owned()
 		total += s.Len()
 		union = union.Union(s)
 	}
@@ -397,11 +397,11 @@ func logLeftovers(t *testing.T, container string, rs ...*replica) {
 		}
 	}
 	for _, r := range rs {
-		owned := r.p.ev.Owned()
-		orch, work := r.p.ev.Pending()
+		owned := r.p.ev().Owned()
+		orch, work := r.p.ev().Pending()
 		t.Logf("replica %s: joined %v, owns %d slots, orch wakeups %d (waiters %d), work wakeups %d (waiters %d)",
-			r.name, r.p.ev.Joined(), owned.Len(), len(orch.Pending), orch.Waiters, len(work.Pending), work.Waiters)
-		t.Logf("  counters: %+v", r.p.ev.Stats())
+			r.name, r.p.ev().Joined(), owned.Len(), len(orch.Pending), orch.Waiters, len(work.Pending), work.Waiters)
+		t.Logf("  counters: %+v", r.p.ev().Stats())
 		for i, pw := range work.Pending {
 			if i < 10 {
 				t.Logf("  work wakeup kind %d slot %d %q at %d due %v later %v", pw.Kind, pw.Slot, pw.Instance, pw.VisibleAt.UnixMilli(), pw.Due, pw.Later)
@@ -426,13 +426,13 @@ func requireOwnershipView(t *testing.T, viewer *replica, rs ...*replica) {
 	}
 	var last []engine.BlockOwner
 	require.Eventually(t, func() bool {
-		last = viewer.p.Engine().Ownership()
+		last = viewer.p.ev().Ownership()
 		if len(last) != slots.DefaultBlocks {
 			return false
 		}
 		for _, bo := range last {
 			r := byName[bo.Owner]
-			if r == nil || !r.p.ev.Owned().Contains(bo.Block.First) || bo.Since.IsZero() {
+			if r == nil || !r.p.ev().Owned().Contains(bo.Block.First) || bo.Since.IsZero() {
 				return false
 			}
 		}
@@ -621,7 +621,7 @@ func TestFanOutSpreadsActivities(t *testing.T) {
 	requireOwnership(t, "start", rs...)
 	requireBalanced(t, rs...)
 	fanBlock := func() engine.BlockOwner {
-		for _, b := range rs[0].p.ev.Ownership() {
+		for _, b := range rs[0].p.ev().Ownership() {
 			if b.Block.First <= slots.Of("fan") && slots.Of("fan") <= b.Block.Last {
 				return b
 			}
@@ -660,7 +660,7 @@ func TestFanOutSpreadsActivities(t *testing.T) {
 	j.mu.Unlock()
 	var total int64
 	for _, r := range rs {
-		t.Logf("replica %s: %d activities, %d orchestration turns, stats %+v", r.name, r.acts.Load(), r.turns.Load(), r.p.ev.Stats())
+		t.Logf("replica %s: %d activities, %d orchestration turns, stats %+v", r.name, r.acts.Load(), r.turns.Load(), r.p.ev().Stats())
 		total += r.acts.Load()
 	}
 	require.Equal(t, int64(n), total)
@@ -671,7 +671,7 @@ func TestFanOutSpreadsActivities(t *testing.T) {
 		}
 		if r.turns.Load() > 0 {
 			require.GreaterOrEqual(t, r.acts.Load(), int64(n/10), "the owner, %s, executes at least 10%% of the activities", r.name)
-			require.Positive(t, r.p.ev.Stats().WorkSkipped, "the owner, %s, dropped wakeups of items others took", r.name)
+			require.Positive(t, r.p.ev().Stats().WorkSkipped, "the owner, %s, dropped wakeups of items others took", r.name)
 			continue
 		}
 		require.GreaterOrEqual(t, r.acts.Load(), int64(n/5), "replica %s, helping on a hint, executes at least 20%% of the activities", r.name)
@@ -704,12 +704,12 @@ func TestOutboxDeliveredByFeedAfterCrash(t *testing.T) {
 	createInstance(t, a, "parent", "")
 	require.NoError(t, a.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: "parent", Name: "go"}, 0))
 	item := mustFetchOrch(t, a, lockLong)
-	a.ev.HoldIntents(true)
+	a.ev().HoldIntents(true)
 	require.NoError(t, a.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
 		HistoryDelta:      []history.Event{ev("parent", 1, 2, history.SubOrchestrationScheduled{Name: "C", Instance: "child", Input: "{}"})},
 		OrchestratorItems: []durable.WorkItem{durable.StartOrchestration{Instance: "child", Orchestration: "C", Input: "{}", ExecutionID: 1, ParentInstance: "parent", ParentID: 2}}}))
 	require.Equal(t, 1, countDocs(t, container, "parent", "c.type = 'outbox_intent'"), "the commit wrote the intent")
-	require.Eventually(t, func() bool { return a.ev.Stats().IntentsHeld > 0 }, hang, time.Millisecond, "the feed handler saw the intent and held it")
+	require.Eventually(t, func() bool { return a.ev().Stats().IntentsHeld > 0 }, hang, time.Millisecond, "the feed handler saw the intent and held it")
 	require.Zero(t, countDocs(t, container, "child", "c.type = 'orch_queue'"), "nothing delivered yet")
 	a.Crash()
 
@@ -717,8 +717,8 @@ func TestOutboxDeliveredByFeedAfterCrash(t *testing.T) {
 	require.Eventually(t, func() bool { return countDocs(t, container, "parent", "c.type = 'outbox_intent'") == 0 },
 		hang, 20*time.Millisecond, "the new owner's feed delivers the intent")
 	require.Equal(t, 1, countDocs(t, container, "child", "c.type = 'orch_queue'"), "delivered exactly once")
-	require.GreaterOrEqual(t, b.ev.Stats().FeedDelivered, int64(1), "delivered by the feed handler")
-	require.Zero(t, b.ev.Stats().SweepDelivered+a.ev.Stats().SweepDelivered, "not by the safety sweep")
+	require.GreaterOrEqual(t, b.ev().Stats().FeedDelivered, int64(1), "delivered by the feed handler")
+	require.Zero(t, b.ev().Stats().SweepDelivered+a.ev().Stats().SweepDelivered, "not by the safety sweep")
 	var child *durable.OrchestrationItem
 	require.Eventually(t, func() bool {
 		var err error
@@ -837,7 +837,7 @@ func TestPinnedInstanceRunsOnCompatibleReplica(t *testing.T) {
 
 	var onOld []string
 	for _, id := range insts {
-		if old.p.ev.Owned().Contains(slots.Of(id)) {
+		if old.p.ev().Owned().Contains(slots.Of(id)) {
 			onOld = append(onOld, id)
 		}
 		require.NoError(t, cur.p.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: id, Name: "go", Data: "{}"}, 0))
@@ -851,7 +851,7 @@ func TestPinnedInstanceRunsOnCompatibleReplica(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, id := range insts {
-		require.Equal(t, "new", ranOn[id], "%s runs on the replica that accepts 2.x (owner old: %v)", id, old.p.ev.Owned().Contains(slots.Of(id)))
+		require.Equal(t, "new", ranOn[id], "%s runs on the replica that accepts 2.x (owner old: %v)", id, old.p.ev().Owned().Contains(slots.Of(id)))
 	}
 }
 
@@ -928,7 +928,7 @@ func TestFailoverReleasesLocksOfDeadReplica(t *testing.T) {
 		return gotW != nil
 	}, hang, time.Millisecond, "the dead replica's work-item lock is freed at the take-over")
 	require.EqualValues(t, 2, gotW.AttemptCount)
-	require.GreaterOrEqual(t, b.ev.Stats().LocksReleased, int64(3), "instance, message and work item")
+	require.GreaterOrEqual(t, b.ev().Stats().LocksReleased, int64(3), "instance, message and work item")
 
 	// The old holder's writes under its freed locks fail; the new ones hold.
 	turn := durable.OrchestrationTurn{ExecutionID: 1, HistoryDelta: []history.Event{ev("x", 1, 2, history.ExternalEvent{Name: "go"})}}

@@ -35,7 +35,7 @@ func newHeadsFixture(t *testing.T, cacheSize int) *headsFixture {
 	cfg.InstanceCacheSize = cacheSize
 	cfg.joinEagerly, cfg.idleLeave = true, time.Hour // fetches come late on a loaded machine
 	f.p = openProvider(t, cfg)
-	require.Eventually(t, func() bool { return positioned(f.p) && f.p.ev.HeadsComplete(f.inst) }, hang, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return positioned(f.p) && f.p.ev().HeadsComplete(f.inst) }, hang, 5*time.Millisecond)
 	f.client = openProvider(t, eventConfig(f.container))
 	f.took = middleware.record(f.container, f.inst)
 	return f
@@ -48,7 +48,7 @@ func newHeadsFixture(t *testing.T, cacheSize int) *headsFixture {
 func positioned(p *Provider) bool {
 	// Ownership is recorded with the lease's unpinned mark (both in
 	// leasestore's OnChange): every lease counted here is in Positioned.
-	return p.ev.Owned().Len() == slots.Count && p.ev.Positioned()
+	return p.ev().Owned().Len() == slots.Count && p.ev().Positioned()
 }
 
 // send enqueues items through the client and waits until the feed has
@@ -63,7 +63,7 @@ func (f *headsFixture) send(t *testing.T, items ...durable.WorkItem) {
 }
 
 // heads returns how many heads the provider holds for the instance.
-func (f *headsFixture) heads() int { return f.p.ev.HeadCount(f.inst) }
+func (f *headsFixture) heads() int { return f.p.ev().HeadCount(f.inst) }
 
 // raw runs a query in the instance's partition with the SDK alone.
 func (f *headsFixture) raw(t *testing.T, sql string) []map[string]any {
@@ -106,7 +106,7 @@ func (f *headsFixture) feedHeads(t *testing.T, edit func(doc map[string]any) boo
 // feed-woken fetch does with those its engine holds.
 func (f *headsFixture) lock(t *testing.T, heads []store.Head) *durable.OrchestrationItem {
 	t.Helper()
-	r, err := f.p.s.LockInstance(context.Background(), store.LockRequest{Instance: f.inst, LockTimeout: lockLong, Heads: heads})
+	r, err := f.p.s.LockInstance(context.Background(), store.LockRequest{Instance: f.inst, LockTimeout: lockLong, Read: store.FromHeads{Heads: heads}})
 	require.NoError(t, err)
 	require.NotNil(t, r.Item)
 	return r.Item
@@ -185,19 +185,19 @@ func TestBareLockNeedsCompleteHeads(t *testing.T) {
 	cfg := eventConfig(container)
 	cfg.joinEagerly, cfg.idleLeave = true, time.Hour
 	p := openProvider(t, cfg)
-	require.Eventually(t, func() bool { return positioned(p) && p.ev.HeadsComplete("fresh") }, hang, 5*time.Millisecond)
-	require.False(t, p.ev.HeadsComplete("early"))
+	require.Eventually(t, func() bool { return positioned(p) && p.ev().HeadsComplete("fresh") }, hang, 5*time.Millisecond)
+	require.False(t, p.ev().HeadsComplete("early"))
 
 	big := durable.ExternalRaised{Instance: "big", Name: "go", Data: strings.Repeat("x", engine.MaxHeadItemBytes)}
 	small := durable.ExternalRaised{Instance: "fresh", Name: "go", Data: "2"}
 	for _, it := range []durable.WorkItem{start("early"), big, start("big"), small, start("fresh")} {
 		require.NoError(t, client.EnqueueForOrchestrator(ctx, it, 0))
 	}
-	headsOf := p.ev.HeadCount
+	headsOf := p.ev().HeadCount
 	require.Eventually(t, func() bool { return headsOf("early") == 1 && headsOf("big") == 1 && headsOf("fresh") == 2 },
 		hang, 5*time.Millisecond, "the feed delivers the starts and the small event as heads")
-	require.False(t, p.ev.HeadsComplete("big"))
-	require.True(t, p.ev.HeadsComplete("fresh"))
+	require.False(t, p.ev().HeadsComplete("big"))
+	require.True(t, p.ev().HeadsComplete("fresh"))
 
 	got := map[string]*durable.OrchestrationItem{}
 	for range 3 {
@@ -292,7 +292,7 @@ func TestLostLeaseDropsHeads(t *testing.T) {
 	instances := func(p *Provider) []string {
 		var out []string
 		for i := range n {
-			if inst := fmt.Sprint("handoff-", i); p.ev.HeadCount(inst) > 0 {
+			if inst := fmt.Sprint("handoff-", i); p.ev().HeadCount(inst) > 0 {
 				out = append(out, inst)
 			}
 		}
@@ -310,7 +310,7 @@ func TestLostLeaseDropsHeads(t *testing.T) {
 	b := replica("b")
 	require.Eventually(t, func() bool { return ownedCount(b) > 0 }, hang, 5*time.Millisecond, "b gets a share")
 	require.Eventually(t, func() bool {
-		owned := a.ev.Owned()
+		owned := a.ev().Owned()
 		kept := instances(a)
 		for _, inst := range kept {
 			if !owned.Contains(slots.Of(inst)) {
@@ -331,8 +331,8 @@ func TestLeaveDropsHeads(t *testing.T) {
 	t.Parallel()
 	f := newHeadsFixture(t, 0)
 	f.send(t, durable.StartOrchestration{Instance: f.inst, Orchestration: "O", Input: "{}", ExecutionID: 1})
-	require.True(t, f.p.ev.Joined())
-	f.p.ev.Leave()
+	require.True(t, f.p.ev().Joined())
+	f.p.ev().Leave()
 	require.Zero(t, f.heads())
-	require.Zero(t, f.p.ev.HeadCount(""))
+	require.Zero(t, f.p.ev().HeadCount(""))
 }

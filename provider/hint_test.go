@@ -16,7 +16,7 @@ import (
 // instanceOwnedBy returns an instance name whose slot p owns.
 func instanceOwnedBy(t *testing.T, p *Provider, prefix string) string {
 	t.Helper()
-	owned := p.ev.Owned()
+	owned := p.ev().Owned()
 	for i := range 10_000 {
 		inst := fmt.Sprintf("%s-%d", prefix, i)
 		if owned.Contains(slots.Of(inst)) {
@@ -29,7 +29,7 @@ func instanceOwnedBy(t *testing.T, p *Provider, prefix string) string {
 
 // dueWork counts the due wakeups of p's worker hub.
 func dueWork(p *Provider) int {
-	_, work := p.ev.Pending()
+	_, work := p.ev().Pending()
 	n := 0
 	for _, w := range work.Pending {
 		if w.Due {
@@ -53,7 +53,7 @@ func TestBusyReplicaIgnoresOverflowHint(t *testing.T) {
 	a := openProvider(t, cfgA)
 	b := openProvider(t, cfgB)
 	require.Eventually(t, func() bool {
-		return ownedOnce(a, b) && ownedCount(a) > 0 && ownedCount(b) > 0 && a.ev.Positioned() && b.ev.Positioned()
+		return ownedOnce(a, b) && ownedCount(a) > 0 && ownedCount(b) > 0 && a.ev().Positioned() && b.ev().Positioned()
 	}, hang, 5*time.Millisecond)
 	ctx := context.Background()
 	instA, instB := instanceOwnedBy(t, a, "a"), instanceOwnedBy(t, b, "b")
@@ -68,7 +68,7 @@ func TestBusyReplicaIgnoresOverflowHint(t *testing.T) {
 	for id := uint64(1); id <= 3; id++ {
 		enqueue(instA, id)
 	}
-	require.Eventually(t, func() bool { return slices.Contains(b.ev.Hinting(), "a") }, hang, 5*time.Millisecond, "b sees a's hint")
+	require.Eventually(t, func() bool { return slices.Contains(b.ev().Hinting(), "a") }, hang, 5*time.Millisecond, "b sees a's hint")
 	// An item of b's own arrives after the hint.
 	enqueue(instB, 2)
 	require.Eventually(t, func() bool { return dueWork(b) == 2 }, hang, time.Millisecond)
@@ -78,12 +78,12 @@ func TestBusyReplicaIgnoresOverflowHint(t *testing.T) {
 		require.NoError(t, err)
 		require.NotNil(t, got)
 		require.Equal(t, instB, got.Item.(durable.ActivityExecute).Instance, "b takes its own items first")
-		require.Zero(t, b.ev.Stats().HintScans, "no scan for a while b has work of its own")
+		require.Zero(t, b.ev().Stats().HintScans, "no scan for a while b has work of its own")
 	}
 	// Now idle, b helps.
 	got, err := b.FetchWorkItem(ctx, time.Minute, hang, nil, durable.DefaultOnlyTags())
 	require.NoError(t, err)
 	require.NotNil(t, got)
 	require.Equal(t, instA, got.Item.(durable.ActivityExecute).Instance)
-	require.Positive(t, b.ev.Stats().HintScans)
+	require.Positive(t, b.ev().Stats().HintScans)
 }

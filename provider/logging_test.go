@@ -23,7 +23,7 @@ func TestLogLinesNameTheReplicaOnce(t *testing.T) {
 	p := openProvider(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), hang)
 	defer cancel()
-	require.NoError(t, p.Engine().Join(ctx))
+	require.NoError(t, p.ev().Join(ctx))
 	require.Eventually(t, func() bool { return logs.FilterMessage("registered").Len() > 0 }, hang, 10*time.Millisecond,
 		"the lease store logs its registration")
 	for _, e := range logs.All() {

@@ -36,12 +36,12 @@ func peerWakePair(t *testing.T, name string, ownerWake, clientWake *engine.PeerW
 	ccfg := cfg
 	ccfg.joinEagerly, ccfg.ReplicaID, ccfg.peerWake = false, "client", clientWake
 	client = openProvider(t, ccfg)
-	leases := len(owner.ev.Ownership())
+	leases := len(owner.ev().Ownership())
 	if ownerWake != nil && clientWake != nil {
 		// The client's first view (read at start) may predate the owner's
 		// heartbeat with its endpoint: a write then kicks another read.
 		require.Eventually(t, func() bool {
-			if client.ev.PeerWakeStats().ViewOwners == leases {
+			if client.ev().PeerWakeStats().ViewOwners == leases {
 				return true
 			}
 			_ = client.EnqueueForOrchestrator(context.Background(), durable.StartOrchestration{Instance: "primer", Orchestration: "O", Input: "{}", ExecutionID: 1}, 0)
@@ -77,13 +77,13 @@ func fetchInstance(t *testing.T, owner *Provider, instance string) *durable.Orch
 func TestPeerWakeBringsAnotherProcessWrite(t *testing.T) {
 	t.Parallel()
 	owner, client := peerWakePair(t, "peerwake-deliver", &engine.PeerWakeOptions{}, &engine.PeerWakeOptions{}, true)
-	before := owner.ev.PeerWakeStats().Received
+	before := owner.ev().PeerWakeStats().Received
 	require.NoError(t, client.EnqueueForOrchestrator(context.Background(),
 		durable.StartOrchestration{Instance: "woken", Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
 	item := fetchInstance(t, owner, "woken")
 	require.Len(t, item.Messages, 1)
-	require.Greater(t, owner.ev.PeerWakeStats().Received, before, "the owner was woken by the channel")
-	require.Positive(t, client.ev.PeerWakeStats().Sent)
+	require.Greater(t, owner.ev().PeerWakeStats().Received, before, "the owner was woken by the channel")
+	require.Positive(t, client.ev().PeerWakeStats().Sent)
 }
 
 // TestPeerWakeCarriesAFutureVisibility: a message another process writes
@@ -100,7 +100,7 @@ func TestPeerWakeCarriesAFutureVisibility(t *testing.T) {
 	item := fetchInstance(t, owner, "later")
 	require.GreaterOrEqual(t, time.Since(before), delay-time.Millisecond, "fetched before it was visible")
 	require.Len(t, item.Messages, 1)
-	require.Positive(t, owner.ev.PeerWakeStats().Received)
+	require.Positive(t, owner.ev().PeerWakeStats().Received)
 }
 
 // TestPeerWakeLostIsCoveredByTheFeed: the owner advertises an endpoint no
@@ -113,9 +113,9 @@ func TestPeerWakeLostIsCoveredByTheFeed(t *testing.T) {
 		durable.StartOrchestration{Instance: "via-feed", Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
 	item := fetchInstance(t, owner, "via-feed")
 	require.Len(t, item.Messages, 1)
-	require.Zero(t, owner.ev.PeerWakeStats().Received, "no wake arrived")
+	require.Zero(t, owner.ev().PeerWakeStats().Received, "no wake arrived")
 	require.Eventually(t, func() bool {
-		st := client.ev.PeerWakeStats()
+		st := client.ev().PeerWakeStats()
 		return st.Sent > 0 && st.Sender.Dropped > 0
 	}, hang, 10*time.Millisecond, "the client sent wakes, which were dropped")
 }
@@ -126,7 +126,7 @@ func TestPeerWakeLostIsCoveredByTheFeed(t *testing.T) {
 func TestPeerWakeForgedIsRefused(t *testing.T) {
 	t.Parallel()
 	owner, _ := peerWakePair(t, "peerwake-forged", &engine.PeerWakeOptions{}, nil, true)
-	view, err := leasestore.ReadView(context.Background(), owner.s.Container(), leasestore.DefaultPartitionKeyValue, len(owner.ev.Ownership()))
+	view, err := leasestore.ReadView(context.Background(), owner.s.Container(), leasestore.DefaultPartitionKeyValue, len(owner.ev().Ownership()))
 	require.NoError(t, err)
 	ep, ok := view.Wake["owner"]
 	require.True(t, ok, "the owner publishes its endpoint")
@@ -141,10 +141,10 @@ func TestPeerWakeForgedIsRefused(t *testing.T) {
 			peerwake.Wake{Hub: peerwake.HubOrchestrator, Slot: i, Key: "wforged", VisibleAt: time.Now()}))
 	}
 	require.Eventually(t, func() bool {
-		st := owner.ev.PeerWakeStats().Receiver
+		st := owner.ev().PeerWakeStats().Receiver
 		return st.UnknownKey+st.BadMAC > 0
 	}, hang, 10*time.Millisecond, "the receiver saw the forged wakes")
-	st := owner.ev.PeerWakeStats()
+	st := owner.ev().PeerWakeStats()
 	require.Zero(t, st.Received, "no forged wake was signalled")
 	require.Zero(t, st.Receiver.Accepted)
 	item, err := owner.FetchOrchestrationItem(context.Background(), lockLong, 0, nil)
@@ -173,12 +173,12 @@ func TestPeerWakeCarriesHandOffs(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return ownedCount(b) > 0 && ownedOnce(a, b)
 	}, hang, 10*time.Millisecond, "b gets a share from a")
-	require.Positive(t, b.ev.PeerWakeStats().LeaseKicksSent, "b asked for leases")
-	require.Positive(t, a.ev.PeerWakeStats().LeaseKicksReceived)
+	require.Positive(t, b.ev().PeerWakeStats().LeaseKicksSent, "b asked for leases")
+	require.Positive(t, a.ev().PeerWakeStats().LeaseKicksReceived)
 
 	require.NoError(t, a.Close())
 	require.Eventually(t, func() bool { return ownedCount(b) == slots.Count }, hang, 10*time.Millisecond, "b takes a's leases")
-	require.Positive(t, b.ev.PeerWakeStats().LeaseKicksReceived)
+	require.Positive(t, b.ev().PeerWakeStats().LeaseKicksReceived)
 }
 
 // TestPeerWakeReportsChangesToWatchers: a client in another provider that
@@ -193,7 +193,7 @@ func TestPeerWakeReportsChangesToWatchers(t *testing.T) {
 	require.NoError(t, err)
 	defer w.Close()
 	// The owner registered the watch before the turn commits.
-	until(t, "the owner holds the watch", func() bool { return owner.ev.PeerWakeStats().Received > 0 && watchersOf(owner, "watched") == 1 })
+	until(t, "the owner holds the watch", func() bool { return owner.ev().PeerWakeStats().Received > 0 && watchersOf(owner, "watched") == 1 })
 
 	heard := func(what string) {
 		t.Helper()
@@ -217,12 +217,12 @@ func TestPeerWakeReportsChangesToWatchers(t *testing.T) {
 		HistoryDelta: []history.Event{ev("watched", 1, 2, history.ExternalEvent{Name: "go", Data: "{}"})}}))
 	heard("the second turn")
 
-	st := owner.ev.PeerWakeStats()
+	st := owner.ev().PeerWakeStats()
 	require.GreaterOrEqual(t, st.ChangesSent, int64(2))
-	cst := client.ev.PeerWakeStats()
+	cst := client.ev().PeerWakeStats()
 	require.GreaterOrEqual(t, cst.ChangesReceived, int64(2))
 	require.GreaterOrEqual(t, cst.WatchesSent, int64(2))
 }
 
 // watchersOf returns how many peers' watches of instance p's engine holds.
-func watchersOf(p *Provider, instance string) int { return p.ev.Watchers(instance) }
+func watchersOf(p *Provider, instance string) int { return p.ev().Watchers(instance) }

@@ -281,9 +281,11 @@ func TestOutboxDeliveredOnceAfterFailure(t *testing.T) {
 		"workItem": string(wi), "dispatchSlot": slots.Of("child"), "visibleAt": time.Now().UnixMilli(), "enqueuedAt": time.Now().UnixMilli(),
 		"lockedUntil": 0, "attemptCount": 0, "sessionId": "", "tag": ""})
 	in.Payload = string(b)
-	out := outbox.New(p.s, nil, nil)
-	require.NoError(t, out.Deliver(ctx, in))
-	require.NoError(t, out.Deliver(ctx, in))
+	out := outbox.New(p.s, nil)
+	for range 2 {
+		_, err := out.Deliver(ctx, in)
+		require.NoError(t, err)
+	}
 	require.Equal(t, 2, countDocs(t, container, "child", "c.type = 'orch_queue'"), "start + one dup message")
 }
 
@@ -309,8 +311,9 @@ func TestConsumedOutboxTargetIsNotCreatedAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, c.Intents, 1, "the event to another instance is an intent")
 	in := c.Intents[0]
-	ob := outbox.New(p.s, nil, nil)
-	require.NoError(t, ob.Deliver(ctx, in))
+	ob := outbox.New(p.s, nil)
+	_, err = ob.Deliver(ctx, in)
+	require.NoError(t, err)
 
 	got := mustFetchOrch(t, p, lockLong)
 	require.Equal(t, "dst", got.Instance)
@@ -329,7 +332,8 @@ func TestConsumedOutboxTargetIsNotCreatedAgain(t *testing.T) {
 	}(), "it expires with the request retention (24 h)")
 
 	// The same intent again, after its target was consumed.
-	require.NoError(t, ob.Deliver(ctx, in))
+	_, err = ob.Deliver(ctx, in)
+	require.NoError(t, err)
 	require.Zero(t, countDocs(t, container, "dst", "c.type = 'orch_queue'"), "no second message")
 	again, err := p.FetchOrchestrationItem(ctx, lockLong, 0, nil)
 	require.NoError(t, err)

@@ -42,6 +42,33 @@ type dispatcher interface {
 	Close(graceful bool)
 }
 
+// Optional surfaces a dispatcher adds where its mode has them. The
+// Provider finds them by interface, never by the dispatcher's type.
+type (
+	// pacer is a mode whose fetches do not wait for work (polling): it
+	// says how often a fetch loop should query.
+	pacer interface{ PollInterval() time.Duration }
+	// joiner is a mode with a dispatch membership (event-driven): Join
+	// takes part ahead of the first fetch.
+	joiner interface {
+		Join(ctx context.Context) error
+	}
+	// peerWatcher is a mode that hears of changes other replicas commit
+	// (event-driven with the peer wake channel) for the provider's
+	// watches.
+	peerWatcher interface {
+		OnInstanceChanged(func(instance string))
+		WatchRemote(instance string)
+		UnwatchRemote(instance string)
+	}
+	// inspector reports who owns which slots and the dispatcher's
+	// counters (event-driven).
+	inspector interface {
+		Ownership() []engine.BlockOwner
+		Stats() engine.Stats
+	}
+)
+
 // Provider is the Cosmos DB implementation of durable.Provider and
 // durable.ProviderAdmin: a mode-free store (package store) and the
 // dispatcher of its Mode (package polling or engine), each delivering
@@ -55,7 +82,6 @@ type Provider struct {
 	cfg Config
 	s   *store.Store
 	d   dispatcher
-	ev  *engine.Engine // the dispatcher in event-driven mode; nil when polling
 
 	watches watches // instance watches (WatchInstance)
 }
@@ -108,19 +134,17 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		if o.MeterProvider == nil {
 			o.MeterProvider = cfg.MeterProvider
 		}
-		ev, err := engine.New(s, o)
+		ev, err := engine.New(ctx, engine.OnCosmos(s), o)
 		if err != nil {
 			return nil, fmt.Errorf("provider: %w", err)
 		}
-		p.d, p.ev = ev, ev
-		ev.OnInstanceChanged(p.watches.notify)
-		p.watches.remote, p.watches.unremote = ev.WatchRemote, ev.UnwatchRemote
-		if err := ev.WaitPeerView(ctx); err != nil {
-			ev.Close(false)
-			return nil, fmt.Errorf("provider: %w", err)
-		}
+		p.d = ev
 	default:
 		return nil, fmt.Errorf("provider: unknown Config.Mode %d", int(cfg.Mode))
+	}
+	if w, ok := p.d.(peerWatcher); ok {
+		w.OnInstanceChanged(p.watches.notify)
+		p.watches.remote, p.watches.unremote = w.WatchRemote, w.UnwatchRemote
 	}
 	return p, nil
 }
@@ -143,9 +167,35 @@ func (p *Provider) Crash() { p.d.Close(false) }
 // Mode returns the provider's dispatch mode.
 func (p *Provider) Mode() Mode { return p.cfg.Mode }
 
-// Engine returns the event-driven engine (slot ownership, counters,
-// Join), or nil in polling mode.
-func (p *Provider) Engine() *engine.Engine { return p.ev }
+// Join makes this replica take part in dispatch now, ahead of its first
+// fetch, and returns once it holds its share of the slots and has caught
+// up on their backlog, or with ctx's error. A service calls it before it
+// reports ready. Polling mode has no membership: nil at once.
+func (p *Provider) Join(ctx context.Context) error {
+	if j, ok := p.d.(joiner); ok {
+		return j.Join(ctx)
+	}
+	return nil
+}
+
+// Ownership returns every lease block of dispatch slots, who holds it and
+// since when, as this replica last saw the leases; nil in polling mode or
+// while the replica has not joined.
+func (p *Provider) Ownership() []engine.BlockOwner {
+	if i, ok := p.d.(inspector); ok {
+		return i.Ownership()
+	}
+	return nil
+}
+
+// EngineStats returns the event-driven engine's counters since New; ok
+// is false in polling mode.
+func (p *Provider) EngineStats() (stats engine.Stats, ok bool) {
+	if i, ok := p.d.(inspector); ok {
+		return i.Stats(), true
+	}
+	return engine.Stats{}, false
+}
 
 // Name implements durable.Provider.
 func (p *Provider) Name() string { return Name }
@@ -157,8 +207,8 @@ func (p *Provider) Version() string { return Version }
 // polling.Options.PollInterval (the seeds' 1 s by default); 0 in
 // event-driven mode, whose fetches wait for work themselves.
 func (p *Provider) PollInterval() time.Duration {
-	if d, ok := p.d.(*polling.Dispatcher); ok {
-		return d.PollInterval()
+	if pc, ok := p.d.(pacer); ok {
+		return pc.PollInterval()
 	}
 	return 0
 }
@@ -184,9 +234,6 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, t
 	}
 	p.committed(ctx, c)
 	p.watches.notify(c.Source)
-	if p.ev != nil {
-		p.ev.InstanceChanged(c.Source) // peers watching it
-	}
 	return nil
 }
 

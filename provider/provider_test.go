@@ -168,9 +168,9 @@ func newProvider(ctx context.Context, c testCfg) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.joinEagerly && p.ev != nil {
+	if c.joinEagerly && p.ev() != nil {
 		jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_ = p.ev.Join(jctx) // a share reached only by others leaving is not noticed: the bound
+		_ = p.ev().Join(jctx) // a share reached only by others leaving is not noticed: the bound
 		cancel()
 	}
 	return p, nil

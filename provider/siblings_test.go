@@ -90,7 +90,7 @@ func TestSiblingWaitIsBounded(t *testing.T) {
 	complete(t, p, ws[0])
 	item := fetchFor(t, p, "fan")
 	require.Len(t, item.Messages, 1, "the bound passed with a sibling outstanding")
-	require.GreaterOrEqual(t, p.Engine().Stats().TurnsPutOff, int64(1))
+	require.GreaterOrEqual(t, p.ev().Stats().TurnsPutOff, int64(1))
 	require.NoError(t, p.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
 		HistoryDelta: []history.Event{ev("fan", 1, 4, history.ActivityCompleted{Result: "2"})}}))
 
@@ -100,7 +100,7 @@ func TestSiblingWaitIsBounded(t *testing.T) {
 	lcfg.siblingWait = time.Hour
 	lone := openProvider(t, lcfg)
 	startTurn(t, lone, "lone")
-	require.Zero(t, lone.Engine().Stats().TurnsPutOff)
+	require.Zero(t, lone.ev().Stats().TurnsPutOff)
 }
 
 // holdConfig is a joined event-driven replica that holds turns only on a
@@ -133,7 +133,7 @@ func awaitHeld(t *testing.T, p *Provider, got <-chan *durable.OrchestrationItem,
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(hang)
-	for p.Engine().Stats().TurnsPutOff <= before {
+	for p.ev().Stats().TurnsPutOff <= before {
 		select {
 		case item := <-got:
 			n := -1
@@ -178,7 +178,7 @@ func TestAwaitHoldEndsOnArrival(t *testing.T) {
 		inst := fmt.Sprintf("held-%d", i)
 		ws := fanOutTurnAwaiting(t, p, inst, 3, true)
 		complete(t, p, ws[0])
-		before := p.Engine().Stats().TurnsPutOff
+		before := p.ev().Stats().TurnsPutOff
 		got := fetchAsync(p)
 		awaitHeld(t, p, got, before)
 		require.NoError(t, from.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: inst, Name: "go", Data: "{}"}, 0))
@@ -189,10 +189,10 @@ func TestAwaitHoldEndsOnArrival(t *testing.T) {
 		require.NoError(t, p.AbandonOrchestrationItem(ctx, item.LockToken, time.Hour, true))
 	}
 
-	before := p.Engine().Stats().TurnsPutOff
+	before := p.ev().Stats().TurnsPutOff
 	ws := fanOutTurnAwaiting(t, p, "unhinted", 2, false)
 	complete(t, p, ws[0])
 	item := fetchFor(t, p, "unhinted")
 	require.Len(t, item.Messages, 1)
-	require.Equal(t, before, p.Engine().Stats().TurnsPutOff, "no hint, no sibling wait: nothing held")
+	require.Equal(t, before, p.ev().Stats().TurnsPutOff, "no hint, no sibling wait: nothing held")
 }

@@ -39,7 +39,7 @@ func newWorkLockFixture(t *testing.T, name string, eventDriven bool, tag string)
 		// The owner's feed has shown the item: its fetch starts from the
 		// wakeup, not from a query.
 		require.Eventually(t, func() bool {
-			_, work := f.p.ev.Pending()
+			_, work := f.p.ev().Pending()
 			return len(work.Pending) == 1
 		}, hang, time.Millisecond)
 	}

@@ -49,7 +49,7 @@ func (f *workSkipFixture) takeElsewhere(t *testing.T, lock time.Duration) *durab
 func (f *workSkipFixture) ownerSawLock(t *testing.T, min time.Duration) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		_, work := f.owner.ev.Pending()
+		_, work := f.owner.ev().Pending()
 		horizon := time.Now().Add(min)
 		for _, w := range work.Pending {
 			if w.VisibleAt.After(horizon) {
@@ -75,13 +75,13 @@ func TestOwnerDropsWakeupOfItemAckedElsewhere(t *testing.T) {
 	ctx := context.Background()
 	got := f.takeElsewhere(t, time.Minute)
 	require.NoError(t, f.other.AckWorkItem(ctx, got.LockToken, durable.ActivityCompleted{Instance: "inst", ExecutionID: 1, ID: 7, Result: "1"}))
-	require.Eventually(t, func() bool { return f.owner.ev.Stats().WorkSettled >= 1 }, hang, time.Millisecond,
+	require.Eventually(t, func() bool { return f.owner.ev().Stats().WorkSettled >= 1 }, hang, time.Millisecond,
 		"the owner's feed shows the completion naming the item")
 	item, err := f.owner.FetchWorkItem(ctx, time.Minute, 200*time.Millisecond, nil, durable.DefaultOnlyTags())
 	require.NoError(t, err)
 	require.Nil(t, item)
-	require.EqualValues(t, 1, f.owner.ev.Stats().WorkSkipped, "the wakeup was dropped unread")
-	require.Zero(t, f.owner.ev.Stats().WorkFetched)
+	require.EqualValues(t, 1, f.owner.ev().Stats().WorkSkipped, "the wakeup was dropped unread")
+	require.Zero(t, f.owner.ev().Stats().WorkFetched)
 }
 
 // TestOwnerTakesItemAbandonedElsewhere: while the feed shows an item

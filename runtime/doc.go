@@ -30,6 +30,10 @@
 //		return err
 //	}
 //	status, err := client.WaitForOrchestration(ctx, "hello-1")
+//	if err != nil {
+//		return err
+//	}
+//	fmt.Println(status.State) // Completed
 //
 // examples/hello is this program, complete.
 //

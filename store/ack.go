@@ -66,6 +66,7 @@ func (p *Store) AckOrchestrationItem(ctx context.Context, lockToken string, turn
 	if errors.Is(err, errOwnWrite) {
 		err = durable.Retryable("ack_orchestration_item", err, "the instance document kept changing under the held lock")
 	}
+	c.Turn = err == nil
 	return c, err
 }
 

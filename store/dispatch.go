@@ -188,10 +188,11 @@ func (p *Store) Delete(ctx context.Context, partition, id string) error {
 	return err
 }
 
-// Upsert writes a document that dispatch owns (the event-driven engine's
-// backlog hints in the lease partition), retried like the store's own
-// writes.
-func (p *Store) Upsert(ctx context.Context, partition string, doc json.RawMessage) error {
+// WriteHint writes one of the event-driven engine's backlog-hint
+// documents (one per replica, in the lease partition; the last write
+// wins), retried like the store's own writes. The store does not read
+// hints: the engine decodes them from the change feed.
+func (p *Store) WriteHint(ctx context.Context, partition string, doc json.RawMessage) error {
 	return p.s.upsert(ctx, partition, doc)
 }
 
@@ -250,7 +251,7 @@ func kindOf(t string) FeedKind {
 type FeedDoc struct {
 	Kind FeedKind
 	// QueueHead is the document's queue head (its instance id for any
-	// kind).
+	// kind; an intent's is its source).
 	QueueHead
 	// LockHeld (instance documents) says a lock is held at the time given
 	// to DecodeFeedDoc.
@@ -262,25 +263,64 @@ type FeedDoc struct {
 	// same instance, whose ack created this completion: that item is gone
 	// (the ack deleted it in the same batch). Empty when unknown.
 	Settles string
+	// Head (orchestrator messages) is the message as delivered, for a
+	// lock from the feed (FromHeads); HasHead is false when the message
+	// did not decode whole (it is then only signalled).
+	Head    Head
+	HasHead bool
+	// Intent (outbox intents) is the intent as delivered.
+	Intent outbox.Intent
 }
 
-// DecodeFeedDoc decodes a changed document for dispatch, at time now (ms).
+// DecodeFeedDoc decodes a changed document for dispatch, at time now
+// (ms): its type, then the document once, as its kind.
 func (p *Store) DecodeFeedDoc(raw []byte, now int64) (FeedDoc, error) {
+	f := FeedDoc{Kind: FeedKindOf(raw)}
+	switch f.Kind {
+	case FeedOrchestrator, FeedWorker:
+		var q queueDoc
+		if json.Unmarshal(raw, &q) == nil {
+			f.QueueHead, f.Settles = q.head(), q.Settles
+			if f.Kind == FeedOrchestrator {
+				f.Head, f.HasHead = Head{doc: q}, true
+			} else {
+				f.Settles = ""
+			}
+			return f, nil
+		}
+		// A message the full decoding refuses (a field of another type,
+		// written by another program): its head alone, so that a fetch
+		// still looks at it.
+		var h struct {
+			QueueHead
+			Settles string `json:"settles"`
+		}
+		if err := json.Unmarshal(raw, &h); err != nil {
+			return FeedDoc{}, err
+		}
+		f.QueueHead = h.QueueHead
+		if f.Kind == FeedOrchestrator {
+			f.Settles = h.Settles
+		}
+		return f, nil
+	case FeedIntent:
+		if err := json.Unmarshal(raw, &f.Intent); err != nil {
+			return FeedDoc{}, err
+		}
+		f.QueueHead = QueueHead{ID: f.Intent.ID, InstanceID: f.Intent.InstanceID, Type: f.Intent.Type}
+		return f, nil
+	}
 	var d struct {
 		QueueHead
 		LockToken  string         `json:"lockToken"`
 		Publish    *publishRecord `json:"publish"`
 		Deleting   string         `json:"deleting"`
 		DeletingAt int64          `json:"deletingAt"`
-		Settles    string         `json:"settles"`
 	}
 	if err := json.Unmarshal(raw, &d); err != nil {
 		return FeedDoc{}, err
 	}
-	f := FeedDoc{Kind: kindOf(d.Type), QueueHead: d.QueueHead}
-	if f.Kind == FeedOrchestrator {
-		f.Settles = d.Settles
-	}
+	f.QueueHead = d.QueueHead
 	if f.Kind == FeedInstance {
 		f.LockHeld = d.LockToken != "" && d.LockedUntil > now
 		switch {

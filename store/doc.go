@@ -47,7 +47,7 @@
 // # Lock (LockInstance)
 //
 // OrchCandidates: one cross-partition query on the share's slot range
-// (no ORDER BY), sorted client-side by enqueuedAt. LockInstance (with LockRequest.SeedsOrder, the polling
+// (no ORDER BY), sorted client-side by enqueuedAt. LockInstance (with the SeedsOrder read strategy, the polling
 // dispatcher's; the event-driven engine reads the instance document with
 // the query instead): point-read the instance document;
 // skip it if locked, being deleted, or pinned to a version the capability

@@ -91,6 +91,10 @@ type Commit struct {
 	// orchestration awaits, every one, before it can go on
 	// (durable.OrchestrationTurn.AwaitingActivities); empty for none.
 	Awaiting []string
+	// Turn is set on a turn's commit (AckOrchestrationItem): Source's
+	// status, output or custom status may have changed, so whoever
+	// watches it should read it again.
+	Turn bool
 
 	cancel  []durable.ScheduledActivityIdentifier // activities the turn cancelled
 	session string                                // session whose idle timer the ack restarts

@@ -106,23 +106,46 @@ type LockRequest struct {
 	// Filter, when not nil, refuses an instance pinned to a version it
 	// does not accept (before any history is read).
 	Filter *durable.DispatcherCapabilityFilter
-	// SeedsOrder reads the instance document before the turn-input query,
-	// the seeds' order (the polling mode's baseline), instead of one query
-	// that also returns it.
-	SeedsOrder bool
-	// Heads are the instance's waiting messages as the change feed
-	// delivered them, oldest first: the lock batch is sent at once, with
-	// the query, instead of after it. HeadsComplete says that every
-	// message of the instance written before the feed read that delivered
-	// the newest head is among them (so a new instance needs no query).
-	Heads         []Head
-	HeadsComplete bool
+	// Read is how the lock reads what the turn needs; nil is QueryFirst.
+	Read ReadStrategy
 	// Owner names the lock's holder, stamped on the documents the lock
 	// writes, so that ReleaseLocksOf can free it once the holder is known
 	// dead (event-driven mode: the replica's leasestore Holder). Empty
 	// stamps nothing: the lock is freed by its expiry only.
 	Owner string
 }
+
+// ReadStrategy is how LockInstance reads the turn it locks: QueryFirst,
+// SeedsOrder or FromHeads. Each ends in the same lock batch, conditional
+// on the instance document's ETag (or its absence) and on every
+// message's; they differ in requests and latency, never in outcome.
+type ReadStrategy interface{ readStrategy() }
+
+// QueryFirst reads with one query for the messages, the KV store and the
+// instance document (the remembered document, when the store has one,
+// saves the document); the full history query follows when the instance
+// has committed history. It is the default (a nil ReadStrategy).
+type QueryFirst struct{}
+
+// SeedsOrder reads the instance document first, then queries the
+// messages, the KV store and the current execution's history: the seeds'
+// order, and the polling mode's.
+type SeedsOrder struct{}
+
+// FromHeads sends the lock batch at once, with the query instead of
+// after it, for the instance's waiting messages as the change feed
+// delivered them (Heads, oldest first). Complete says that every message
+// of the instance written before the feed read that delivered the newest
+// head is among them, so a new instance needs no query. Heads the batch
+// cannot use (stale ones) fall back to QueryFirst, reusing its query.
+type FromHeads struct {
+	Heads    []Head
+	Complete bool
+}
+
+func (QueryFirst) readStrategy() {}
+func (SeedsOrder) readStrategy() {}
+func (FromHeads) readStrategy()  {}
 
 // dueOf returns when the oldest of msgs became takeable (unix ms): its
 // enqueue, or a timer's fire time; 0 for none.
@@ -184,28 +207,23 @@ func (p *Store) LockInstance(ctx context.Context, req LockRequest) (LockResult, 
 	return r, err
 }
 
-// lockInstanceBody reads what a turn needs and locks it. It reads in one
-// of three ways, each ending in the same lock batch, conditional on the
-// instance document's ETag (or on its absence) and on every message's:
+// lockInstanceBody reads what a turn needs, by req.Read, and locks it:
 //
-//   - polling mode (the seeds' order): a point read of the instance
-//     document, then one query for the messages, the KV store and the
-//     current execution's history;
-//   - event-driven mode, the instance document remembered from this
+//   - SeedsOrder: a point read of the instance document, then one query
+//     for the messages, the KV store and the current execution's history;
+//   - QueryFirst with the instance document remembered from this
 //     process's last write of it (instCache): that query alone, carrying
 //     the write's session token;
-//   - event-driven mode otherwise: one query for the messages, the KV
-//     store and the instance document; when the instance has committed
-//     history, the full query follows, so that the history is read after
-//     the document the lock is conditional on.
+//   - QueryFirst otherwise: one query for the messages, the KV store and
+//     the instance document; when the instance has committed history, the
+//     full query follows, so that the history is read after the document
+//     the lock is conditional on;
+//   - FromHeads: lockFromHeads sends the query and the lock batch at
+//     once; whatever it cannot use (a stale head or document) falls back
+//     to QueryFirst, reusing its query.
 //
 // A remembered document that turns out stale fails the lock batch; the
-// third way then runs at once.
-//
-// In event-driven mode, when the change feed delivered the instance's
-// waiting messages (heads), the lock batch does not wait for the query:
-// lockFromHeads sends both at once, and whatever it cannot use (a stale
-// head or document) falls back to the ways above, reusing its query.
+// uncached QueryFirst then runs at once.
 func (p *Store) lockInstanceBody(ctx context.Context, req LockRequest) (*durable.OrchestrationItem, lockState, error) {
 	instance, lockTimeout, filter := req.Instance, req.LockTimeout, req.Filter
 	var c *cachedInst
@@ -217,8 +235,16 @@ func (p *Store) lockInstanceBody(ctx context.Context, req LockRequest) (*durable
 	// gaveUp is what an attempt from the heads that took the lock and
 	// abandoned it wrote: the caller must follow it whatever comes next.
 	var gaveUp Write
-	if len(req.Heads) > 0 {
-		item, st, q, staleDoc, err := p.lockFromHeads(ctx, instance, c, req.Heads, req.HeadsComplete, lockTimeout, filter, req.Owner)
+	var seedsOrder bool
+	var heads FromHeads
+	switch r := req.Read.(type) {
+	case SeedsOrder:
+		seedsOrder = true
+	case FromHeads:
+		heads = r
+	}
+	if len(heads.Heads) > 0 {
+		item, st, q, staleDoc, err := p.lockFromHeads(ctx, instance, c, heads.Heads, heads.Complete, lockTimeout, filter, req.Owner)
 		if item != nil || err != nil {
 			return item, st, err
 		}
@@ -234,7 +260,7 @@ func (p *Store) lockInstanceBody(ctx context.Context, req LockRequest) (*durable
 		return item, st, err
 	}
 	if c != nil {
-		item, st, err := p.lockTurn(ctx, instance, c, pre, req.SeedsOrder, lockTimeout, filter, req.Owner)
+		item, st, err := p.lockTurn(ctx, instance, c, pre, seedsOrder, lockTimeout, filter, req.Owner)
 		if item == nil && err == nil {
 			// Nothing locked, so the document is unchanged (a batch that
 			// only dropped undecodable messages leaves it as it was).
@@ -246,7 +272,7 @@ func (p *Store) lockInstanceBody(ctx context.Context, req LockRequest) (*durable
 		p.st.staleCache.Add(1)
 		pre = nil
 	}
-	return finish(p.lockTurn(ctx, instance, nil, pre, req.SeedsOrder, lockTimeout, filter, req.Owner))
+	return finish(p.lockTurn(ctx, instance, nil, pre, seedsOrder, lockTimeout, filter, req.Owner))
 }
 
 // lockTurn is one attempt of lockInstanceBody, from the remembered

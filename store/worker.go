@@ -41,16 +41,44 @@ func tagClause(f durable.TagFilter) (string, []azcosmos.QueryParameter) {
 	return " AND c.tag IN (" + strings.Join(names, ", ") + ")", params
 }
 
+// WorkLockRequest is what a worker-item lock asks for (LockWorkIn,
+// TryLockWork, LockWork).
+type WorkLockRequest struct {
+	// LockTimeout is how long the lock holds.
+	LockTimeout time.Duration
+	// Session is the caller's session settings; nil takes no session item
+	// (LockWorkIn; TryLockWork takes none in any case).
+	Session *durable.SessionFetchConfig
+	// Tags are the item tags the caller accepts (LockWorkIn, TryLockWork).
+	Tags durable.TagFilter
+	// Owner names the lock's holder, as LockRequest.Owner.
+	Owner string
+}
+
+// WorkLockResult is what a worker-item lock did.
+type WorkLockResult struct {
+	// Item is the locked item; nil when nothing was locked (none
+	// takeable, another fetch won the race, or the item was gone or
+	// poisoned).
+	Item *durable.LockedWorkItem
+	// Head is Item's queue head after the lock, and LockedUntil the
+	// lock's expiry (unix ms); zero without an Item.
+	Head        QueueHead
+	LockedUntil int64
+	// Undecided (TryLockWork only) says the one-request lock could not
+	// decide: the caller reads the item (ReadWork) to learn what it is.
+	Undecided bool
+}
+
 // LockWorkIn runs the worker candidate query over the block's slots (the
 // seeds' polling fetch) and locks the oldest item the caller may take: a
 // session item only with session settings, and only when its session is
-// free or the caller's. It returns nil, nil when there is none.
-//
-// owner names the lock's holder, as LockRequest.Owner.
-func (p *Store) LockWorkIn(ctx context.Context, sh slots.Block, lockTimeout time.Duration, session *durable.SessionFetchConfig, tags durable.TagFilter, owner string) (*durable.LockedWorkItem, error) {
-	if tags.Mode() == durable.TagsNone {
-		return nil, nil
+// free or the caller's. The result has no Item when there is none.
+func (p *Store) LockWorkIn(ctx context.Context, sh slots.Block, req WorkLockRequest) (WorkLockResult, error) {
+	if req.Tags.Mode() == durable.TagsNone {
+		return WorkLockResult{}, nil
 	}
+	session, tags := req.Session, req.Tags
 	const op = "fetch_work_item"
 	now := nowMS()
 	sql := "SELECT c.id, c.instanceId, c.enqueuedAt, c.sessionId, c._etag FROM c WHERE c.type = 'worker_queue' AND c.visibleAt <= @now AND c.lockedUntil <= @now"
@@ -66,7 +94,7 @@ func (p *Store) LockWorkIn(ctx context.Context, sh slots.Block, lockTimeout time
 	}
 	cands, err := queryAll[queueDoc](ctx, p.s, nil, sql, params...)
 	if err != nil {
-		return nil, mapErr(op, err)
+		return WorkLockResult{}, mapErr(op, err)
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].EnqueuedAt < cands[j].EnqueuedAt })
 	refused := map[string]bool{} // sessions owned by someone else
@@ -81,7 +109,7 @@ func (p *Store) LockWorkIn(ctx context.Context, sh slots.Block, lockTimeout time
 			}
 			ok, err := p.claimSession(ctx, c.SessionID, session)
 			if err != nil {
-				return nil, mapErr(op, err)
+				return WorkLockResult{}, mapErr(op, err)
 			}
 			if !ok {
 				refused[c.SessionID] = true
@@ -89,19 +117,19 @@ func (p *Store) LockWorkIn(ctx context.Context, sh slots.Block, lockTimeout time
 			}
 		}
 		tries++
-		item, _, err := p.lockWorkDoc(ctx, c, lockTimeout, owner)
-		if err != nil || item != nil {
-			return item, err
+		r, err := p.lockWorkDoc(ctx, c, req.LockTimeout, req.Owner)
+		if err != nil || r.Item != nil {
+			return r, err
 		}
 	}
-	return nil, nil
+	return WorkLockResult{}, nil
 }
 
-// lockWorkDoc locks the worker item q (If-Match the version read). It
-// returns nil when another fetch won the race, and the lock's expiry. A
+// lockWorkDoc locks the worker item q (If-Match the version read). The
+// result has no Item when another fetch won the race. A
 // lock whose answer was lost is read back: when the item carries this
 // lock's token, the lock is ours (instead of waiting for it to expire).
-func (p *Store) lockWorkDoc(ctx context.Context, q queueDoc, lockTimeout time.Duration, owner string) (*durable.LockedWorkItem, int64, error) {
+func (p *Store) lockWorkDoc(ctx context.Context, q queueDoc, lockTimeout time.Duration, owner string) (WorkLockResult, error) {
 	const op = "fetch_work_item"
 	nonce := uuid.NewString()
 	token := makeToken(tokenWork, nonce, q.InstanceID, q.ID)
@@ -111,28 +139,24 @@ func (p *Store) lockWorkDoc(ctx context.Context, q queueDoc, lockTimeout time.Du
 	if _, err := p.s.patch(ctx, q.InstanceID, q.ID, pt, q.ETag, &locked); err != nil {
 		switch {
 		case lostRace(err):
-			return nil, 0, nil
+			return WorkLockResult{}, nil
 		case !unknownOutcome(err):
-			return nil, 0, mapErr(op, err)
+			return WorkLockResult{}, mapErr(op, err)
 		}
 		found, rerr := p.s.read(ctx, q.InstanceID, q.ID, &locked)
 		if rerr != nil {
-			return nil, 0, mapErr(op, err)
+			return WorkLockResult{}, mapErr(op, err)
 		}
 		if !found || locked.LockToken != token {
 			p.log.Info("a work item lock whose answer was lost did not land", zap.String("instance", q.InstanceID), zap.Error(err))
 			if !found || locked.ETag != q.ETag {
-				return nil, 0, nil // taken or gone meanwhile
+				return WorkLockResult{}, nil // taken or gone meanwhile
 			}
-			return nil, 0, mapErr(op, err)
+			return WorkLockResult{}, mapErr(op, err)
 		}
 		p.log.Info("a work item lock whose answer was lost landed: it is ours", zap.String("instance", q.InstanceID), zap.Error(err))
 	}
-	item, _, _, _, err := p.lockedItem(ctx, locked, token, until)
-	if item == nil {
-		return nil, 0, err
-	}
-	return item, until, nil
+	return p.lockedItem(ctx, locked, token, until), nil
 }
 
 // poisonWork settles a worker item that this fetch has just locked (token)
@@ -539,9 +563,9 @@ func (p *Store) ReadWork(ctx context.Context, instance, id string) (*WorkDoc, er
 	return &WorkDoc{QueueHead: q.head(), SessionID: q.SessionID, Tag: q.Tag, doc: q}, nil
 }
 
-// LockWork locks the worker item w (If-Match the version read). It
-// returns nil when another fetch won the race, and the lock's expiry.
-// owner names the lock's holder, as LockRequest.Owner.
-func (p *Store) LockWork(ctx context.Context, w *WorkDoc, lockTimeout time.Duration, owner string) (*durable.LockedWorkItem, int64, error) {
-	return p.lockWorkDoc(ctx, w.doc, lockTimeout, owner)
+// LockWork locks the worker item w as read (If-Match its version), with
+// req's LockTimeout and Owner; the caller has checked its session and
+// tag. The result has no Item when another fetch won the race.
+func (p *Store) LockWork(ctx context.Context, w *WorkDoc, req WorkLockRequest) (WorkLockResult, error) {
+	return p.lockWorkDoc(ctx, w.doc, req.LockTimeout, req.Owner)
 }

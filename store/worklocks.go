@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -75,23 +74,23 @@ func (w *workLocks) forget(token string) {
 // TryLockWork locks the worker item id of instance in one request,
 // without reading it first: a patch whose condition holds only for a
 // visible, unlocked worker item without a session whose tag tags
-// accepts. It returns tried false when it could not decide: the
-// condition failed (the item is locked, not yet visible, in a session,
-// or of another tag), or tags cannot be written into a condition; the
-// caller then reads the item (ReadWork) to learn what it is. With tried
-// true, a nil item means the item is gone or another fetch holds it now.
-// head is the item's queue head after the lock, and until the lock's
-// expiry. owner names the lock's holder, as LockRequest.Owner.
-func (p *Store) TryLockWork(ctx context.Context, instance, id string, lockTimeout time.Duration, tags durable.TagFilter, owner string) (item *durable.LockedWorkItem, head QueueHead, until int64, tried bool, err error) {
+// req.Tags accepts. The result is Undecided when it could not decide:
+// the condition failed (the item is locked, not yet visible, in a
+// session, or of another tag), or the tags cannot be written into a
+// condition; the caller then reads the item (ReadWork) to learn what it
+// is. Decided without an Item, the item is gone or another fetch holds
+// it now.
+func (p *Store) TryLockWork(ctx context.Context, instance, id string, req WorkLockRequest) (WorkLockResult, error) {
 	const op = "fetch_work_item"
-	tc, ok := inlineTagClause(tags)
+	undecided := WorkLockResult{Undecided: true}
+	tc, ok := inlineTagClause(req.Tags)
 	if !ok {
-		return nil, QueueHead{}, 0, false, nil
+		return undecided, nil
 	}
 	now := nowMS()
 	token := makeToken(tokenWork, uuid.NewString(), instance, id)
-	until = now + durMS(lockTimeout)
-	pt := lockPatch(lockSpec{token, until, owner})
+	until := now + durMS(req.LockTimeout)
+	pt := lockPatch(lockSpec{token, until, req.Owner})
 	cond := "FROM c WHERE c.type = '" + typeWorkQueue + "' AND c.visibleAt <= " + itoa64(now) +
 		" AND c.lockedUntil <= " + itoa64(now) + " AND c.sessionId = ''" + tc
 	pt.SetCondition(cond)
@@ -99,42 +98,43 @@ func (p *Store) TryLockWork(ctx context.Context, instance, id string, lockTimeou
 	if _, err := p.s.patch(ctx, instance, id, pt, "", &locked); err != nil {
 		switch {
 		case statusOf(err) == 412:
-			return nil, QueueHead{}, 0, false, nil
+			return undecided, nil
 		case itemMissing(err):
-			return nil, QueueHead{}, 0, true, nil
+			return WorkLockResult{}, nil
 		case !unknownOutcome(err):
-			return nil, QueueHead{}, 0, true, mapErr(op, err)
+			return WorkLockResult{}, mapErr(op, err)
 		}
 		// The answer was lost: the item says whether the lock landed.
 		found, rerr := p.s.read(ctx, instance, id, &locked)
 		switch {
 		case rerr != nil:
-			return nil, QueueHead{}, 0, true, mapErr(op, err)
+			return WorkLockResult{}, mapErr(op, err)
 		case !found:
-			return nil, QueueHead{}, 0, true, nil
+			return WorkLockResult{}, nil
 		case locked.LockToken != token:
 			p.log.Info("a work item lock whose answer was lost did not land", zap.String("instance", instance), zap.Error(err))
 			if locked.LockedUntil > nowMS() {
-				return nil, QueueHead{}, 0, true, nil // another fetch holds it
+				return WorkLockResult{}, nil // another fetch holds it
 			}
-			return nil, QueueHead{}, 0, true, mapErr(op, err)
+			return WorkLockResult{}, mapErr(op, err)
 		}
 		p.log.Info("a work item lock whose answer was lost landed: it is ours", zap.String("instance", instance), zap.Error(err))
 	}
-	return p.lockedItem(ctx, locked, token, until)
+	return p.lockedItem(ctx, locked, token, until), nil
 }
 
 // lockedItem is the item of a worker document this fetch has just locked
 // (token, expiring at until), remembered for its ack; an undecodable work
-// item is poisoned (nil item).
-func (p *Store) lockedItem(ctx context.Context, locked queueDoc, token string, until int64) (*durable.LockedWorkItem, QueueHead, int64, bool, error) {
+// item is poisoned (no Item).
+func (p *Store) lockedItem(ctx context.Context, locked queueDoc, token string, until int64) WorkLockResult {
 	item, err := durable.UnmarshalWorkItem([]byte(locked.WorkItem))
 	if err != nil {
 		p.poisonWork(ctx, locked, token, err)
-		return nil, QueueHead{}, 0, true, nil
+		return WorkLockResult{}
 	}
 	p.wl.remember(token, locked)
-	return &durable.LockedWorkItem{Item: item, LockToken: token, AttemptCount: locked.AttemptCount}, locked.head(), until, true, nil
+	return WorkLockResult{Item: &durable.LockedWorkItem{Item: item, LockToken: token, AttemptCount: locked.AttemptCount},
+		Head: locked.head(), LockedUntil: until}
 }
 
 // inlineTagClause renders a tag filter as a condition with its tags as

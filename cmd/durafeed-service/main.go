@@ -184,10 +184,8 @@ func run(ctx context.Context, cfg config, getenv func(string) string, log *zap.L
 		<-served
 		return fmt.Errorf("start the runtime: %w", err)
 	}
-	if ev := p.Engine(); ev != nil {
-		if err := ev.Join(ctx); err != nil && ctx.Err() == nil {
-			log.Warn("joining dispatch failed; the first fetch joins", zap.Error(err))
-		}
+	if err := p.Join(ctx); err != nil && ctx.Err() == nil {
+		log.Warn("joining dispatch failed; the first fetch joins", zap.Error(err))
 	}
 	if ctx.Err() == nil {
 		ready.Store(true)

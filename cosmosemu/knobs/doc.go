@@ -10,6 +10,9 @@
 //		Charges: knobs.DefaultChargeModel(),
 //		Budget:  knobs.BudgetConfig{DefaultRUPerSecond: 400},
 //	})
+//	if err != nil {
+//		return err
+//	}
 //	srv, err := cosmosemu.Start(ctx, cosmosemu.Options{
 //		Middleware: k.Middleware(),
 //		Admin:      k.AdminHandler(), // e.g. GET /_emulator/counters
