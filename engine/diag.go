@@ -97,9 +97,17 @@ var ErrClosed = errors.New("engine: closed")
 // leases (the smallest share balancing leaves it) and has caught up on
 // their backlog, or ctx ends. A service calls it before it reports ready.
 func (e *Engine) Join(ctx context.Context) error {
-	s := e.join()
-	if s == nil {
-		return ErrClosed
+	// While it waits, Join counts as an orchestration fetch in flight, so
+	// the idle leave (Options.IdleLeave) does not end the session it waits
+	// on when reaching the share takes long.
+	e.orchInFlight.Add(1)
+	defer func() {
+		e.lastOrchFetch.Store(e.clk.Now().UnixMilli())
+		e.orchInFlight.Add(-1)
+	}()
+	s, err := e.join()
+	if err != nil {
+		return err
 	}
 	select {
 	case <-s.shared:

@@ -252,28 +252,29 @@ func (e *Engine) ownedSet() wakeup.Set {
 }
 
 // join starts a session unless one runs; it never blocks on I/O. It
-// returns nil after Close.
-func (e *Engine) join() *session {
+// returns ErrClosed after Close, or why the session could not start.
+func (e *Engine) join() (*session, error) {
 	if s := e.sess.Load(); s != nil {
-		return s
+		return s, nil
 	}
 	e.sessMu.Lock()
 	defer e.sessMu.Unlock()
 	if s := e.sess.Load(); s != nil {
-		return s
+		return s, nil
 	}
 	if e.closed.Load() {
-		return nil
+		return nil, ErrClosed
 	}
 	s, err := e.startSession()
 	if err != nil {
 		e.log.Error("event-driven engine did not start", zap.Error(err))
-		return nil
+		return nil, err
 	}
 	e.sess.Store(s)
+	e.runSession(s)
 	close(e.joinCh)
 	e.joinCh = make(chan struct{})
-	return s
+	return s, nil
 }
 
 // joined returns a channel closed when the next session starts.
@@ -337,7 +338,14 @@ func (e *Engine) startSession() (*session, error) {
 	s.store, s.proc = st, proc
 	e.lastOrchFetch.Store(e.clk.Now().UnixMilli())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	ctx := s.ctx
+	return s, nil
+}
+
+// runSession starts the session's loops. join calls it once the session
+// is published (e.sess), so that nothing a loop signals (a catch-up's
+// rows, a lease acquired) is checked against a session not yet visible.
+func (e *Engine) runSession(s *session) {
+	ctx, st, proc := s.ctx, s.store, s.proc
 	s.goLoop(func() {
 		// The first fetch waits for the share at most readyWait.
 		if e.sleep(ctx, readyWait) {
@@ -356,7 +364,6 @@ func (e *Engine) startSession() (*session, error) {
 	s.goLoop(func() { e.hintLoop(s) })
 	s.goLoop(func() { e.idleLoop(s) })
 	s.goLoop(func() { e.releaseLoop(s) })
-	return s, nil
 }
 
 // declaredDead is leasestore's OnExpired: holder's locks are to be freed.
@@ -475,10 +482,7 @@ func (e *Engine) leave(s *session, graceful bool) {
 // idleLeave (or the test override).
 func (e *Engine) idleLoop(s *session) {
 	for e.sleep(s.ctx, time.Second) {
-		if e.orchInFlight.Load() > 0 {
-			continue
-		}
-		if e.now()-e.lastOrchFetch.Load() < e.opts.IdleLeave.Milliseconds() {
+		if !e.idle() {
 			continue
 		}
 		e.log.Info("no orchestration fetch for a while: handing the leases off")
@@ -489,6 +493,13 @@ func (e *Engine) idleLoop(s *session) {
 		}()
 		return
 	}
+}
+
+// idle reports that no orchestration fetch (or Join) is in flight and
+// none has returned for Options.IdleLeave: the runtime has stopped
+// dispatching, and the session is to be left.
+func (e *Engine) idle() bool {
+	return e.orchInFlight.Load() == 0 && e.now()-e.lastOrchFetch.Load() >= e.opts.IdleLeave.Milliseconds()
 }
 
 // Close implements the dispatcher contract. Graceful, it hands this

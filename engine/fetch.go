@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 
@@ -37,8 +38,11 @@ func (e *Engine) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTi
 		e.orchInFlight.Add(-1)
 	}()
 	deadline := e.clk.Now().Add(pollTimeout)
-	if s := e.join(); s != nil {
+	switch s, err := e.join(); {
+	case err == nil:
 		s.awaitReady(ctx)
+	case !errors.Is(err, ErrClosed):
+		return nil, durable.Retryable(op, err, "joining dispatch")
 	}
 	late := 0
 	for {
@@ -274,13 +278,13 @@ func (e *Engine) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout tim
 			// Poll again in a second, or wait on the hub as soon as the
 			// replica joins (its first orchestration fetch): work its
 			// turns schedule is signalled there at once.
-			t := time.NewTimer(min(left, time.Second))
+			t := e.clk.NewTimer(min(left, time.Second))
 			select {
 			case <-ctx.Done():
 				t.Stop()
 				return nil, cancelled(op, ctx)
 			case <-joined:
-			case <-t.C:
+			case <-t.C():
 			}
 			t.Stop()
 			if e.isJoined() {

@@ -14,12 +14,24 @@ import (
 )
 
 // bareEngine is an engine over a store it never calls: the in-memory
-// rules (holds, arrivals, signals) driven directly by a test.
+// rules (holds, arrivals, signals) driven directly by a test. The store
+// is the fake of fake_test.go; at cleanup it checks that no I/O was asked
+// of it (decoding feed documents is none).
 func bareEngine(t *testing.T, o Options) *Engine {
 	t.Helper()
-	e, err := New(context.Background(), Backend{Store: new(store.Store)}, o)
+	fs := newFakeStore(o.Clock)
+	e, err := New(context.Background(), Backend{Store: fs}, o)
 	require.NoError(t, err)
-	t.Cleanup(func() { e.Close(false) })
+	t.Cleanup(func() {
+		e.Close(false)
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		for _, c := range fs.calls {
+			if c.Op != opDecodeFeedDoc {
+				t.Errorf("the store was called: %s", c.Op)
+			}
+		}
+	})
 	return e
 }
 
