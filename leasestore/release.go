@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"go.uber.org/zap"
 )
@@ -62,6 +63,37 @@ func (s *Store) beginRelease() {
 	s.fenceLocked(ReasonReleased)
 }
 
+// markLeaving rewrites this incarnation's heartbeat document as leaving,
+// If-Match etag, and returns the document's new ETag. A heartbeat the
+// stopped loop sent but never heard back from (cancelled in flight) may
+// have moved the document on: on 412 it reads the document and, while it
+// is still this incarnation's, writes again from what it read.
+func (s *Store) markLeaving(ctx context.Context, m *meta, inc string, seq int64, etag azcore.ETag) (azcore.ETag, error) {
+	for attempt := 0; ; attempt++ {
+		doc := ownerDoc{ID: ownerID(s.id), Type: typeOwner, Replica: s.id, Incarnation: inc, Seq: seq + 1, State: stateLeaving, WrittenAt: wallString(s.opts.WallClock())}
+		body, err := encodeDoc(doc, m.pkProp, s.opts.PartitionKeyValue)
+		if err != nil {
+			return etag, err
+		}
+		resp, err := s.c.ReplaceItem(ctx, m.pk, doc.ID, body, &azcosmos.ItemOptions{IfMatchEtag: &etag})
+		if err == nil {
+			return resp.ETag, nil
+		}
+		if statusOf(err) != http.StatusPreconditionFailed || attempt > 0 {
+			return etag, err
+		}
+		cur, rerr := s.c.ReadItem(ctx, m.pk, ownerID(s.id), nil)
+		if rerr != nil {
+			return etag, err
+		}
+		d, derr := decodeDoc(cur.Value)
+		if derr != nil || d.owner == nil || d.owner.Incarnation != inc {
+			return etag, err // another incarnation's now: not ours to touch
+		}
+		seq, etag = d.owner.Seq, cur.ETag
+	}
+}
+
 // releaseLeases does the writes of Release once nothing else runs.
 func (s *Store) releaseLeases(ctx context.Context) error {
 	m, err := s.ensureMeta(ctx)
@@ -73,16 +105,8 @@ func (s *Store) releaseLeases(ctx context.Context) error {
 	reg, inc, seq, etag := s.registered, s.incarnation, s.mySeq, s.myETag
 	s.mu.Unlock()
 	if reg {
-		doc := ownerDoc{ID: ownerID(s.id), Type: typeOwner, Replica: s.id, Incarnation: inc, Seq: seq + 1, State: stateLeaving, WrittenAt: wallString(s.opts.WallClock())}
-		body, err := encodeDoc(doc, m.pkProp, s.opts.PartitionKeyValue)
-		if err == nil {
-			var resp azcosmos.ItemResponse
-			resp, err = s.c.ReplaceItem(ctx, m.pk, doc.ID, body, &azcosmos.ItemOptions{IfMatchEtag: &etag})
-			if err == nil {
-				etag = resp.ETag
-			}
-		}
-		if err != nil {
+		var err error
+		if etag, err = s.markLeaving(ctx, m, inc, seq, etag); err != nil {
 			s.log.Warn("release: could not mark heartbeat leaving", zap.Error(err))
 		}
 	}

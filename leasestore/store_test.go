@@ -785,3 +785,47 @@ func TestRegisterAfterTheHeartbeatDocumentVanishes(t *testing.T) {
 	default:
 	}
 }
+
+// TestReleaseAfterAHeartbeatCutOffInFlight: a heartbeat the stopping
+// loop sent but never heard back from moves the document's ETag on;
+// Release still marks the heartbeat leaving and deletes it, reading the
+// document when its remembered ETag is stale, so that the replica id is
+// free at once.
+func TestReleaseAfterAHeartbeatCutOffInFlight(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.start("a", nil)
+	e.log.waitFor(t, generous, "a holds leases", func(h map[int]string) bool { return len(h) > 0 })
+	a.stop() // Run returns, the loops with it; the document stays
+	a.s.mu.Lock()
+	inc, seq, etag := a.s.incarnation, a.s.mySeq, a.s.myETag
+	a.s.mu.Unlock()
+
+	// The cut-off heartbeat: the same incarnation's document, written
+	// anew, so the ETag a holds is stale.
+	c := e.container(nil)
+	pk := azcosmos.NewPartitionKeyString(DefaultPartitionKeyValue)
+	cur, err := c.ReadItem(context.Background(), pk, ownerID("a"), nil)
+	require.NoError(t, err)
+	_, err = c.ReplaceItem(context.Background(), pk, ownerID("a"), cur.Value, nil)
+	require.NoError(t, err)
+
+	m, err := a.s.ensureMeta(context.Background())
+	require.NoError(t, err)
+	got, err := a.s.markLeaving(context.Background(), m, inc, seq, etag)
+	require.NoError(t, err, "the stale ETag is read afresh")
+	after, err := c.ReadItem(context.Background(), pk, ownerID("a"), nil)
+	require.NoError(t, err)
+	require.Equal(t, after.ETag, got, "the ETag of the leaving write")
+	d, err := decodeDoc(after.Value)
+	require.NoError(t, err)
+	require.Equal(t, stateLeaving, d.owner.State)
+	require.Equal(t, inc, d.owner.Incarnation)
+
+	// Another incarnation's document is not touched.
+	_, err = a.s.markLeaving(context.Background(), m, "another", seq, etag)
+	require.Error(t, err)
+	again, err := c.ReadItem(context.Background(), pk, ownerID("a"), nil)
+	require.NoError(t, err)
+	require.Equal(t, after.ETag, again.ETag)
+}
