@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/internal/clock/clocktest"
 	"github.com/durafeed/durafeed/outbox"
 	"github.com/durafeed/durafeed/slots"
 	"github.com/durafeed/durafeed/store"
@@ -369,7 +370,7 @@ func TestSafetySweep(t *testing.T) {
 // dispatch.
 func TestJoinWithoutSessionBuilder(t *testing.T) {
 	t.Parallel()
-	clk := newManualClock()
+	clk := clocktest.NewManual(fakeEpoch)
 	e, err := New(context.Background(), Backend{Store: newFakeStore(clk)}, Options{Clock: clk})
 	require.NoError(t, err)
 	t.Cleanup(func() { e.Close(false) })

@@ -42,7 +42,7 @@ func TestBacklogHintRules(t *testing.T) {
 			f.handle(f.fs.putWork(f.t, inst, "w1"))
 		}},
 		{name: "items not due yet", setup: func(f *fixture, inst string) {
-			later := visibleAt(f.clk.ms() + time.Hour.Milliseconds())
+			later := visibleAt(f.clk.Now().UnixMilli() + time.Hour.Milliseconds())
 			f.handle(f.fs.putWork(f.t, inst, "w1", later), f.fs.putWork(f.t, inst, "w2", later))
 		}},
 		{name: "an item of a tag no local fetch takes", hinted: true, count: 1, parked: 1, setup: func(f *fixture, inst string) {

@@ -100,7 +100,7 @@ func TestLockedDocumentWakesAtExpiry(t *testing.T) {
 			f := newFixture(t, Options{})
 			f.joinOwning(0)
 			inst := instIn(t, f.leaseSlots(0), "inst")
-			until := f.clk.ms() + time.Minute.Milliseconds()
+			until := f.clk.Now().UnixMilli() + time.Minute.Milliseconds()
 			hub, key, fetch := f.e.orch, lockKey(inst), func() bool { return f.fetchOrch() != nil }
 			calls := func() int { return f.fs.count(opLockInstance) }
 			if worker {
@@ -152,7 +152,7 @@ func TestFoundLockedInstanceRetried(t *testing.T) {
 			f := newFixture(t, Options{})
 			f.joinOwning(0)
 			inst := instIn(t, f.leaseSlots(0), "inst")
-			until := f.clk.ms() + time.Minute.Milliseconds()
+			until := f.clk.Now().UnixMilli() + time.Minute.Milliseconds()
 			f.fs.lockInstance(inst, until)
 			f.handle(f.fs.putMsg(t, inst, "m1"))
 			require.Nil(t, f.fetchOrch())
@@ -233,7 +233,7 @@ func TestTakenWorkSkipped(t *testing.T) {
 			return 0
 		}},
 		{name: "locked by another replica", skipped: true, then: func(f *fixture, inst string) time.Duration {
-			f.handle(f.fs.putWork(f.t, inst, "w1", lockedUntil(f.clk.ms()+time.Minute.Milliseconds())))
+			f.handle(f.fs.putWork(f.t, inst, "w1", lockedUntil(f.clk.Now().UnixMilli()+time.Minute.Milliseconds())))
 			return time.Minute
 		}},
 	} {

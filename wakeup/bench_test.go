@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durafeed/durafeed/internal/clock/clocktest"
 	"github.com/durafeed/durafeed/slots"
 )
 
@@ -155,7 +156,7 @@ func benchContention(b *testing.B, pingPong bool) {
 // BenchmarkTimerDue: wakeups scheduled in the future become due through the
 // timer heap (fake clock).
 func BenchmarkTimerDue(b *testing.B) {
-	clk := newFakeClock()
+	clk := clocktest.NewManual(epoch)
 	h, err := New(Options{Clock: clk, MaxPendingPerSlot: 1 << 30})
 	if err != nil {
 		b.Fatal(err)

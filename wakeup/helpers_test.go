@@ -6,68 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durafeed/durafeed/internal/clock/clocktest"
 	"github.com/stretchr/testify/require"
 )
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// fakeClock is a manual Clock: time moves only by Advance, and timers fire
-// (non-blocking sends on buffered channels) when it passes their deadline.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers map[*fakeTimer]struct{}
-}
-
-type fakeTimer struct {
-	c  *fakeClock
-	ch chan time.Time
-	at time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: epoch, timers: make(map[*fakeTimer]struct{})}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) NewTimer(d time.Duration) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, ch: make(chan time.Time, 1), at: c.now.Add(d)}
-	if d <= 0 {
-		t.ch <- c.now
-	} else {
-		c.timers[t] = struct{}{}
-	}
-	return t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	for t := range c.timers {
-		if !t.at.After(c.now) {
-			t.ch <- c.now
-			delete(c.timers, t)
-		}
-	}
-}
-
-func (t *fakeTimer) C() <-chan time.Time { return t.ch }
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	_, ok := t.c.timers[t]
-	delete(t.c.timers, t)
-	return ok
-}
 
 // blockCounter counts Waits that have blocked (registered as waiters).
 type blockCounter struct {
@@ -93,9 +36,9 @@ func (b *blockCounter) await(n int) {
 }
 
 // testHub returns a hub on a fake clock, closed when the test ends.
-func testHub(t testing.TB, opts Options) (*Hub, *fakeClock, *blockCounter) {
+func testHub(t testing.TB, opts Options) (*Hub, *clocktest.Manual, *blockCounter) {
 	t.Helper()
-	clk := newFakeClock()
+	clk := clocktest.NewManual(epoch)
 	if opts.Clock == nil {
 		opts.Clock = clk
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/durafeed/durafeed/internal/clock/clocktest"
 	"github.com/durafeed/durafeed/slots"
 )
 
@@ -18,7 +19,7 @@ import (
 type env struct {
 	t     *testing.T
 	h     *Hub
-	clk   *fakeClock
+	clk   *clocktest.Manual
 	taken []Wakeup
 }
 

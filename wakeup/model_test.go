@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durafeed/durafeed/internal/clock/clocktest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -247,7 +248,7 @@ func checkAgainstModel(t *testing.T, data []byte) {
 	}
 	max := 1 + int(data[0]%6)
 	data = data[1:]
-	clk := newFakeClock()
+	clk := clocktest.NewManual(epoch)
 	h, err := New(Options{Slots: modelSlots, Clock: clk, MaxPendingPerSlot: max})
 	require.NoError(t, err)
 	defer h.Close()
