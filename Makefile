@@ -8,7 +8,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 
 # The multi-replica provider tests, run a second time with the peer wake
 # channel on (the first run has it off).
-PEER_WAKE_TESTS ?= ^(TestReplicas|TestAwaitHold|TestBusyReplica|TestOneLockAttempt|TestFanOutSpreadsActivities|TestOutboxDeliveredByFeedAfterCrash|TestPinnedInstanceRunsOnCompatibleReplica|TestLateFirstFeedReadLosesNothing|TestFailoverReleasesLocksOfDeadReplica|TestCorruptLeasesWhileReplicasServe|TestOwner)
+PEER_WAKE_TESTS ?= ^(TestReplicas|TestWriterRunsItsOwnWrites|TestEagerWriterKilledMidTurnLosesNothing|TestAwaitHold|TestBusyReplica|TestOneLockAttempt|TestFanOutSpreadsActivities|TestOutboxDeliveredByFeedAfterCrash|TestPinnedInstanceRunsOnCompatibleReplica|TestLateFirstFeedReadLosesNothing|TestFailoverReleasesLocksOfDeadReplica|TestCorruptLeasesWhileReplicasServe|TestOwner)
 
 ## test: the whole suite, race detector on; then the multi-replica
 ## provider tests again with the peer wake channel on.

@@ -53,6 +53,8 @@ type EnvOptions struct {
 	// SiblingWait is engine.Options.SiblingWait (zero or negative: off,
 	// the engine's default).
 	SiblingWait time.Duration
+	// Eager is engine.Options.Eager.
+	Eager bool
 }
 
 const defaultProbeSamples = 60

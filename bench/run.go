@@ -89,6 +89,8 @@ type Config struct {
 	// SiblingWait is the replicas' engine.Options.SiblingWait (zero or
 	// negative: off, the engine's default).
 	SiblingWait time.Duration
+	// Eager is the replicas' engine.Options.Eager.
+	Eager bool
 
 	// PartitionCount is the number of physical partitions (default 4).
 	PartitionCount int
@@ -239,7 +241,12 @@ type Settings struct {
 	// zero or negative) and AwaitHold the await hold's bound.
 	SiblingWait string `json:"sibling_wait"`
 	AwaitHold   string `json:"await_hold"`
-	ChargeModel string `json:"charge_model"`
+	// Eager says whether a replica runs its own writes in slots others
+	// own (engine.Options.Eager); MaxIdlePeriod is the
+	// feed's idle bound in effect ("none" when off).
+	Eager         bool   `json:"eager"`
+	MaxIdlePeriod string `json:"feed_max_idle_period"`
+	ChargeModel   string `json:"charge_model"`
 	// Stress echoes the stress phase's workload (absent without one).
 	Stress *StressSettings `json:"stress,omitempty"`
 }
@@ -304,12 +311,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			PartitionCount: cfg.PartitionCount, Parallel: cfg.Parallel, Seed: cfg.Seed,
 			ActiveFeedDelay: activeFeedDelay().String(), ChargeModel: "knobs.DefaultChargeModel (simulated RU)", PeerWake: cfg.PeerWake,
 		}}
-	eo, err := engineOptions(cfg.PeerWake, cfg.FeedBudget, cfg.FeedReadsPerChange, cfg.SiblingWait).WithDefaults()
+	eo, err := engineOptions(cfg.PeerWake, cfg.FeedBudget, cfg.FeedReadsPerChange, cfg.SiblingWait, cfg.Eager).WithDefaults()
 	if err != nil {
 		return rep, fmt.Errorf("bench: event-driven settings: %w", err)
 	}
 	rep.Settings.FeedBudget, rep.Settings.FeedReadsPerChange = eo.Feed.EmptyReadBudget, eo.Feed.ReadsPerChange
 	rep.Settings.SiblingWait, rep.Settings.AwaitHold = "off", eo.AwaitHold.String()
+	rep.Settings.Eager, rep.Settings.MaxIdlePeriod = eo.Eager, "none"
+	if eo.Feed.MaxIdlePeriod > 0 {
+		rep.Settings.MaxIdlePeriod = eo.Feed.MaxIdlePeriod.String()
+	}
 	if eo.SiblingWait > 0 {
 		rep.Settings.SiblingWait = eo.SiblingWait.String()
 	}
@@ -329,7 +340,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}()
 	for _, lat := range cfg.Latencies {
 		e, err := StartEnv(ctx, EnvOptions{PartitionCount: cfg.PartitionCount, Latency: lat, PeerWake: cfg.PeerWake, FeedBudget: cfg.FeedBudget,
-			FeedReadsPerChange: cfg.FeedReadsPerChange, SiblingWait: cfg.SiblingWait})
+			FeedReadsPerChange: cfg.FeedReadsPerChange, SiblingWait: cfg.SiblingWait, Eager: cfg.Eager})
 		if err != nil {
 			return rep, err
 		}

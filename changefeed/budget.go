@@ -108,6 +108,9 @@ func (p *Processor) budgetPeriod(ctx context.Context) time.Duration {
 	n := max(1, p.partitionsRead(ctx))
 	c := p.meanEmptyCharge()
 	d := time.Duration(float64(n) * c / p.budget(c) * float64(time.Second))
+	if m := p.opts.MaxIdlePeriod; m > 0 {
+		d = min(d, m)
+	}
 	d = max(d, p.opts.ActiveDelay, minIdleBase)
 	p.idlePeriod.Store(int64(d))
 	return d

@@ -65,6 +65,43 @@ func TestEmptyReadBudgetPacesIdleReads(t *testing.T) {
 	require.Equal(t, period, clk.next(t).d)
 }
 
+// TestMaxIdlePeriodBoundsThePeriod: MaxIdlePeriod caps the budget's
+// period, so an idle partition is read at least that often whatever the
+// budget; a cap above the period changes nothing.
+func TestMaxIdlePeriodBoundsThePeriod(t *testing.T) {
+	t.Parallel()
+	const budget = 0.5 // RU/s: one partition, 1 RU a read, so a period of 2 s
+	for _, tc := range []struct {
+		name      string
+		max, want time.Duration
+	}{
+		{"a cap below the period", 500 * time.Millisecond, 500 * time.Millisecond},
+		{"a cap above the period", 5 * time.Second, 2 * time.Second},
+		{"no cap", 0, 2 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := budgetEnv(t)
+			clk := newFakeClock()
+			p0 := pkRange(e.physical(t)[0])
+			rec := newRecorder()
+			p, err := changefeed.New(e.c, newMemSource(newMemStore().lease("p0", p0)), rec.handle, changefeed.Options{
+				ActiveDelay: 10 * time.Millisecond, EmptyReadBudget: budget, MaxIdlePeriod: tc.max, IdleCeiling: time.Hour, Clock: clk})
+			require.NoError(t, err)
+			run(t, p)
+			tm := clk.next(t) // the first read has ended
+			base := e.feedRequests()
+			for range 5 {
+				require.Equal(t, tc.want, tm.d)
+				require.True(t, tm.fire())
+				tm = clk.next(t)
+			}
+			require.Equal(t, tc.want, p.Stats().IdlePeriod)
+			require.Equal(t, int64(5), e.feedRequests()-base, "one read per period")
+		})
+	}
+}
+
 // TestEmptyReadBudgetBoundsSpend: four leases, one per physical partition,
 // under a budget of 40 RU/s of 1 RU reads: an idle reader pauses 100 ms,
 // the processor reads no partition more than once per period (whatever the

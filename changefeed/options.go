@@ -99,6 +99,13 @@ type Options struct {
 	// reader to the period. A change on an idle range so waits half a
 	// period on average and a whole one at most (plus a read), while the
 	// Processor spends EmptyReadBudget whatever the number of leases.
+	// MaxIdlePeriod, when positive, bounds that period: an idle
+	// partition is read at least every MaxIdlePeriod whatever the
+	// budget, so that the longest wait of a change does not grow with
+	// the number of partitions; the spend is then up to P·c/MaxIdlePeriod
+	// RU per second, and scales with P as a query over every partition
+	// does.
+	//
 	// A read that returns only documents the Filter drops paces as an
 	// empty one, but what it costs above a 304 is not counted: that
 	// surplus follows the writes (the Processor's own, or the lease
@@ -108,6 +115,8 @@ type Options struct {
 	// set, still holds readers at ActiveDelay (reads the budget does not
 	// count). Zero (the default): the back-off.
 	EmptyReadBudget float64
+	// MaxIdlePeriod: see EmptyReadBudget (zero or negative: no bound).
+	MaxIdlePeriod time.Duration
 	// ReadsPerChange, with EmptyReadBudget, raises the budget with the
 	// work: every change delivered to the handler adds ReadsPerChange
 	// reads' worth, so that the budget is EmptyReadBudget +

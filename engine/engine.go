@@ -152,6 +152,7 @@ type engineStats struct {
 	intentsHeld    atomic.Int64 // feed batches refused under HoldIntents
 	locksReleased  atomic.Int64 // locks of dead holders released
 	turnsPutOff    atomic.Int64 // orchestration wakeups put off for siblings
+	eager          atomic.Int64 // wakeups of own writes run here in slots owned elsewhere
 }
 
 // parkedWI is a worker wakeup the fetch that took it could not use.
@@ -320,6 +321,7 @@ func (e *Engine) startSession() (*session, error) {
 		IdleCeiling:        e.opts.Feed.IdleCeiling,
 		WarmHold:           e.opts.Feed.WarmHold,
 		EmptyReadBudget:    max(0, e.opts.Feed.EmptyReadBudget),
+		MaxIdlePeriod:      e.opts.Feed.MaxIdlePeriod,
 		ReadsPerChange:     e.opts.Feed.ReadsPerChange,
 		StartFrom:          changefeed.StartFromNow(),
 		OnPositioned:       func(id string) { e.onPositioned(s, id) },

@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +50,51 @@ func (o *PeerWakeOptions) withDefaults() {
 	if o.ViewRefresh <= 0 {
 		o.ViewRefresh = DefaultPeerWakeViewRefresh
 	}
+}
+
+// check refuses an endpoint no peer could dial: the address published
+// (Advertise, or the listener's own without it) must not be a wildcard,
+// and must not be a loopback address while the receiver listens beyond
+// loopback (its peers are then on other machines). A hostname is taken
+// as given, except "localhost".
+func (o PeerWakeOptions) check() error {
+	lhost, _, err := net.SplitHostPort(o.Listen)
+	if err != nil {
+		return fmt.Errorf("engine: PeerWake.Listen %q is not host:port: %w", o.Listen, err)
+	}
+	adv, what := o.Advertise, "PeerWake.Advertise"
+	if adv == "" {
+		adv, what = o.Listen, "PeerWake.Advertise is empty, so the listen address"
+	}
+	ahost, _, err := net.SplitHostPort(adv)
+	if err != nil {
+		return fmt.Errorf("engine: PeerWake.Advertise %q is not host:port: %w", adv, err)
+	}
+	switch {
+	case isWildcard(ahost):
+		return fmt.Errorf("engine: %s %q is a wildcard, which no peer can dial: set PeerWake.Advertise to the host:port the other replicas reach this one at (the service: DURAFEED_PEER_ADVERTISE)", what, adv)
+	case isLoopback(ahost) && !isLoopback(lhost):
+		return fmt.Errorf("engine: %s %q is a loopback address, but the receiver listens on %q, beyond loopback, so its peers are on other machines: set PeerWake.Advertise to the host:port they dial (the service: DURAFEED_PEER_ADVERTISE)", what, adv, o.Listen)
+	}
+	return nil
+}
+
+// isWildcard reports an unspecified host ("", 0.0.0.0, ::).
+func isWildcard(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
+}
+
+// isLoopback reports a loopback host (127.0.0.0/8, ::1, localhost).
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // wakeState is the engine's side of the channel: the sender, and the

@@ -45,6 +45,15 @@ const maxSiblingInstances = 100_000
 // a lost message).
 const maxTaken = 200_000
 
+// scheduledHere reports whether a turn this replica committed scheduled
+// the worker document workID of instance, still outstanding.
+func (e *Engine) scheduledHere(instance, workID string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.sib.work[instance][workID]
+	return ok
+}
+
 // tracking reports whether either rule is on.
 func (e *Engine) tracking() bool { return e.opts.SiblingWait > 0 || e.opts.AwaitHold >= 0 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/durafeed/durafeed/slots"
 	"github.com/durafeed/durafeed/store"
+	"github.com/durafeed/durafeed/wakeup"
 )
 
 // signalQueue turns a queue document's current state into a wakeup on the
@@ -45,8 +46,11 @@ func (e *Engine) Wrote(w store.Write) { e.wrote(w, true) }
 // messages to its own instance are its timers).
 func (e *Engine) wrote(w store.Write, arrivals bool) {
 	settles := completionOf(w)
-	for _, q := range w.Visible {
-		e.wakePeer(q, settles[q.InstanceID])
+	here := make([]bool, len(w.Visible))
+	for i, q := range w.Visible {
+		if here[i] = e.eagerWrite(q, settles[q.InstanceID]); !here[i] {
+			e.wakePeer(q, settles[q.InstanceID])
+		}
 	}
 	if !e.isJoined() {
 		return
@@ -71,9 +75,43 @@ func (e *Engine) wrote(w store.Write, arrivals bool) {
 		}
 	}
 	e.mu.Unlock()
-	for _, q := range w.Visible {
-		e.signalQueue(q, false)
+	for i, q := range w.Visible {
+		e.signalQueue(q, here[i])
 	}
+}
+
+// eagerWrite is eager for a queue document a write of this replica made
+// visible; settles names the worker document whose ack created it (a
+// completion), or is "". A completion runs here only when a turn here
+// scheduled its activity: the await hold of its instance lives where its
+// last turn ran, and a replica that merely helped with the activity (a
+// backlog hint) would run a turn per completion.
+func (e *Engine) eagerWrite(q store.QueueHead, settles string) bool {
+	if settles != "" && q.IsOrchestrator() && e.tracking() && !e.scheduledHere(q.InstanceID, settles) {
+		return false
+	}
+	return e.eager(q)
+}
+
+// eager reports whether this replica runs q, made visible by a write of
+// its own in a slot it does not own (Options.Eager): it takes part
+// in dispatch, and a local fetch of q's queue is waiting for work now. A
+// busy replica leaves q to the slot's owner, whose feed shows it.
+func (e *Engine) eager(q store.QueueHead) bool {
+	hub := e.work
+	if q.IsOrchestrator() {
+		hub = e.orch
+	}
+	return e.eagerIn(hub, q.DispatchSlot)
+}
+
+// eagerIn is eager for a wakeup of hub in slot.
+func (e *Engine) eagerIn(hub *wakeup.Hub, slot int) bool {
+	if !e.opts.Eager || !e.isJoined() || slot < 0 || slot >= slots.Count || e.isOwned(slot) || !hub.Waiting(slot) {
+		return false
+	}
+	e.stats.eager.Add(1)
+	return true
 }
 
 // Committed implements the dispatcher contract: it signals the commit's
@@ -108,11 +146,14 @@ func (e *Engine) delivered(targets ...json.RawMessage) {
 	}
 	for _, target := range targets {
 		if f, err := e.s.DecodeFeedDoc(target, e.now()); err == nil && (f.Kind == store.FeedOrchestrator || f.Kind == store.FeedWorker) {
-			e.wakePeer(f.QueueHead, "")
-			if f.Kind == store.FeedOrchestrator && e.isOwned(f.DispatchSlot) {
+			here := e.eager(f.QueueHead)
+			if !here {
+				e.wakePeer(f.QueueHead, "")
+			}
+			if f.Kind == store.FeedOrchestrator && (here || e.isOwned(f.DispatchSlot)) {
 				e.arrivedMsg(f.InstanceID, f.ID) // a child's completion, an event: a hold here ends
 			}
-			e.signalQueue(f.QueueHead, false)
+			e.signalQueue(f.QueueHead, here)
 		}
 	}
 }
@@ -147,7 +188,7 @@ func (e *Engine) unlockedOrch(instance string, until int64) {
 	_, wasBlocked := e.blocked[instance]
 	delete(e.blocked, instance)
 	e.mu.Unlock()
-	if wasBlocked && e.isOwned(slot) {
+	if wasBlocked && (e.isOwned(slot) || e.eagerIn(e.orch, slot)) {
 		e.orch.Signal(slot, orchKey(instance), e.clk.Now())
 	}
 }

@@ -97,6 +97,8 @@ type testCfg struct {
 	peerWake    *engine.PeerWakeOptions
 	siblingWait time.Duration
 	awaitHold   time.Duration
+	// eager is engine.Options.Eager.
+	eager bool
 	// meterProvider is Config.MeterProvider.
 	meterProvider metric.MeterProvider
 }
@@ -122,6 +124,7 @@ func (c testCfg) config() Config {
 			PeerWake:            c.peerWake,
 			SiblingWait:         c.siblingWait,
 			AwaitHold:           c.awaitHold,
+			Eager:               c.eager,
 		},
 		Logger:        c.Logger,
 		MeterProvider: c.meterProvider,

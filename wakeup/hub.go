@@ -708,6 +708,20 @@ func (h *Hub) Wait(ctx context.Context, slots Set, timeout time.Duration) (Wakeu
 	return w, true
 }
 
+// Waiting reports whether a Wait call covering slot is blocked now: a
+// wakeup of slot signalled now would be handed to it at once, ahead of
+// nothing.
+func (h *Hub) Waiting(slot int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, w := range h.waiters {
+		if !w.delivered && w.set.Contains(slot) {
+			return true
+		}
+	}
+	return false
+}
+
 // Drop discards the pending wakeups, due or future, of slots this process
 // no longer owns. Blocked waiters are left alone.
 func (h *Hub) Drop(slots Set) {

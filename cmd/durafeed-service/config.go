@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/durafeed/durafeed/engine"
 	"github.com/durafeed/durafeed/provider"
 )
 
@@ -112,6 +113,13 @@ func configFromEnv(getenv func(string) string) (config, error) {
 	}
 	if c.PeerListen != "" && c.Mode == provider.ModePolling {
 		errs = append(errs, errors.New("DURAFEED_PEER_LISTEN applies to the event-driven mode only"))
+	}
+	if c.PeerListen != "" {
+		// An endpoint no peer can dial would drop every wake; refuse it now.
+		pw := &engine.PeerWakeOptions{Listen: c.PeerListen, Advertise: c.PeerAdvertise}
+		if _, err := (engine.Options{PeerWake: pw}).WithDefaults(); err != nil {
+			errs = append(errs, fmt.Errorf("DURAFEED_PEER_LISTEN %q, DURAFEED_PEER_ADVERTISE %q: %w", c.PeerListen, c.PeerAdvertise, err))
+		}
 	}
 	if c.Key != "" && c.Endpoint == "" {
 		errs = append(errs, errors.New("COSMOS_KEY is set without COSMOS_ENDPOINT"))

@@ -75,6 +75,8 @@ func TestConfigFromEnv(t *testing.T) {
 		{map[string]string{"DURAFEED_ORCHESTRATION_CONCURRENCY": "x"}, "DURAFEED_ORCHESTRATION_CONCURRENCY"},
 		{map[string]string{"DURAFEED_PEER_ADVERTISE": "h:1"}, "DURAFEED_PEER_ADVERTISE"},
 		{map[string]string{"DURAFEED_PEER_LISTEN": ":7070", "DURAFEED_MODE": "polling"}, "DURAFEED_PEER_LISTEN"},
+		{map[string]string{"DURAFEED_PEER_LISTEN": ":7070"}, "wildcard"},
+		{map[string]string{"DURAFEED_PEER_LISTEN": ":7070", "DURAFEED_PEER_ADVERTISE": "127.0.0.1:7070"}, "loopback"},
 		{map[string]string{"COSMOS_KEY": "secret"}, "COSMOS_KEY"},
 	} {
 		_, err := configFromEnv(env(tc.vars))

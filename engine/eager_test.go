@@ -1,0 +1,176 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/slots"
+	"github.com/durafeed/durafeed/store"
+)
+
+// TestWriterRunsWhatItWrote: work a write of this replica made visible
+// in a slot another replica owns is signalled on this replica's own hub
+// when a local fetch of that queue is waiting, and that fetch takes it;
+// with no fetch waiting (a busy replica), or without Options.Eager,
+// nothing is signalled here and the slot's owner, whose feed shows the
+// write, runs it.
+func TestWriterRunsWhatItWrote(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name            string
+		worker          bool
+		waiting         bool
+		disabled        bool
+		wantRunHere     bool
+		wantEagerCounts int64
+	}{
+		{name: "orchestrator message, a fetch waiting", waiting: true, wantRunHere: true, wantEagerCounts: 1},
+		{name: "worker item, a fetch waiting", worker: true, waiting: true, wantRunHere: true, wantEagerCounts: 1},
+		{name: "orchestrator message, no fetch waiting"},
+		{name: "worker item, no fetch waiting", worker: true},
+		{name: "orchestrator message, eager off (the default)", waiting: true, disabled: true},
+		{name: "worker item, eager off (the default)", worker: true, waiting: true, disabled: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, Options{Eager: !tc.disabled})
+			f.joinOwning(0)
+			inst := instIn(t, f.leaseSlots(2), "elsewhere") // a slot this replica does not own
+			hub := f.e.orch
+			if tc.worker {
+				hub = f.e.work
+				f.fs.putWork(t, inst, "w1")
+			} else {
+				f.fs.putMsg(t, inst, "m1")
+			}
+			id := "m1"
+			if tc.worker {
+				id = "w1"
+			}
+			head := f.fs.head(t, inst, id)
+
+			type result struct {
+				instance string
+				err      error
+			}
+			got := make(chan result, 1)
+			ctx, cancel := context.WithCancel(f.ctx())
+			defer cancel()
+			if tc.waiting {
+				go func() {
+					if tc.worker {
+						item, err := f.e.FetchWorkItem(ctx, testLock, time.Hour, nil, durable.DefaultOnlyTags())
+						r := result{err: err}
+						if item != nil {
+							r.instance = item.LockToken // the fake's token: instance/id
+						}
+						got <- r
+						return
+					}
+					item, err := f.e.FetchOrchestrationItem(ctx, testLock, time.Hour, nil)
+					r := result{err: err}
+					if item != nil {
+						r.instance = item.Instance
+					}
+					got <- r
+				}()
+				require.Eventually(t, func() bool { return hub.Waiting(slots.Of(inst)) }, hangGuard, time.Millisecond, "the fetch waits")
+			}
+
+			f.e.Wrote(store.Write{Visible: []store.QueueHead{head}})
+
+			require.Equal(t, tc.wantEagerCounts, f.e.Stats().Eager)
+			if tc.wantRunHere {
+				select {
+				case r := <-got:
+					require.NoError(t, r.err)
+					want := inst
+					if tc.worker {
+						want = inst + "/" + id
+					}
+					require.Equal(t, want, r.instance, "the waiting fetch took the write")
+				case <-time.After(hangGuard):
+					t.Fatal("the waiting fetch did not take the write")
+				}
+				return
+			}
+			all, _ := pendingKeys(hub)
+			require.Empty(t, all, "nothing signalled here: the owner runs it")
+			cancel()
+			if tc.waiting {
+				r := <-got
+				require.Empty(t, r.instance)
+			}
+			require.Empty(t, f.fs.lockedInstances())
+			require.Empty(t, f.fs.triedWork())
+		})
+	}
+}
+
+// TestCompletionRunsWhereItsTurnRan: a completion this replica's worker
+// produced, in a slot another replica owns, runs here only when a turn
+// here scheduled its activity: the instance's await hold lives where its
+// last turn ran, and a replica that only helped with the activity would
+// run a turn per completion.
+func TestCompletionRunsWhereItsTurnRan(t *testing.T) {
+	t.Parallel()
+	for _, scheduledHere := range []bool{true, false} {
+		name := "scheduled by a turn here"
+		if !scheduledHere {
+			name = "a helper's completion"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, Options{Eager: true})
+			f.joinOwning(0)
+			inst := instIn(t, f.leaseSlots(2), "fan")
+			f.fs.putWork(t, inst, "w1")
+			w1 := f.fs.head(t, inst, "w1")
+			if scheduledHere {
+				f.e.Committed(f.ctx(), store.Commit{Source: inst, Write: store.Write{
+					Released: []store.Release{{Instance: inst}}, Visible: []store.QueueHead{w1}}})
+			}
+			f.fs.putMsg(t, inst, "c1", settles(w1.ID))
+			done := f.fs.head(t, inst, "c1")
+
+			got := make(chan string, 1)
+			ctx, cancel := context.WithCancel(f.ctx())
+			defer cancel()
+			go func() {
+				item, _ := f.e.FetchOrchestrationItem(ctx, testLock, time.Hour, nil)
+				if item != nil {
+					got <- item.Instance
+				}
+				close(got)
+			}()
+			require.Eventually(t, func() bool { return f.e.orch.Waiting(slots.Of(inst)) }, hangGuard, time.Millisecond)
+			before := f.e.Stats().Eager
+
+			// The worker's ack: the item gone, its completion visible.
+			f.e.Committed(f.ctx(), store.Commit{Source: inst, Write: store.Write{
+				WorkDone: []store.QueueHead{w1}, Visible: []store.QueueHead{done}}})
+
+			if scheduledHere {
+				require.Equal(t, before+1, f.e.Stats().Eager)
+				select {
+				case took := <-got:
+					require.Equal(t, inst, took, "the turn's replica runs the completion")
+				case <-time.After(hangGuard):
+					t.Fatal("the completion was not run here")
+				}
+				return
+			}
+			require.Equal(t, before, f.e.Stats().Eager)
+			all, _ := pendingKeys(f.e.orch)
+			require.Empty(t, all, "left to the owner")
+			cancel()
+			_, ok := <-got
+			require.False(t, ok, "the fetch took nothing")
+			require.Empty(t, f.fs.lockedInstances())
+		})
+	}
+}
