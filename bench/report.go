@@ -335,7 +335,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "polling sleeps %s after an empty fetch, event-driven fetch long-polls %s (peer wake channel %s); nearest-rank percentiles (p99 = max below 100 samples)\n",
 		s.PollInterval, s.PollTimeout, wake)
-	if s.FeedBudget > 0 {
+	if maxIdle, err := time.ParseDuration(s.MaxIdlePeriod); err == nil && maxIdle > 0 && s.FeedBudget > 0 && float64(s.PartitionCount)/s.FeedBudget > maxIdle.Seconds() {
+		p := s.PartitionCount
+		perMin := 60 * float64(p) / maxIdle.Seconds()
+		fmt.Fprintf(&b, "event-driven feed: each of %d partitions read at least every %s while idle (the idle bound, above the %.4g RU/s budget): about %.0f requests and %.0f RU a minute per idle replica (1 RU a read); %.4g reads more per change delivered\n",
+			p, maxIdle, s.FeedBudget, perMin, perMin, s.FeedReadsPerChange)
+	} else if s.FeedBudget > 0 {
 		p := s.PartitionCount
 		fmt.Fprintf(&b, "event-driven feed budget %.4g RU/s of empty reads: about %.0f requests and %.0f RU a minute per idle replica (1 RU a read), each of %d partitions read every %.2f s while idle; %.4g reads more per change delivered\n",
 			s.FeedBudget, 60*s.FeedBudget, 60*s.FeedBudget, p, float64(p)/s.FeedBudget, s.FeedReadsPerChange)
