@@ -46,8 +46,9 @@ type Store interface {
 	WriteHint(ctx context.Context, partition string, doc json.RawMessage) error
 	// ContainerGone reports the container's deletion as a permanent error.
 	ContainerGone(ctx context.Context, op string) error
-	// DecodeFeedDoc reads one change-feed document once, into what
-	// dispatch needs of it (a pure function of raw and now).
+	// DecodeFeedDoc reads one change-feed document's type, then decodes
+	// it once as that kind, into what dispatch needs of it (a pure
+	// function of raw and now).
 	DecodeFeedDoc(raw []byte, now int64) (store.FeedDoc, error)
 }
 

@@ -46,9 +46,15 @@ func (e *Engine) Wrote(w store.Write) { e.wrote(w, true) }
 // messages to its own instance are its timers).
 func (e *Engine) wrote(w store.Write, arrivals bool) {
 	settles := completionOf(w)
-	here := make([]bool, len(w.Visible))
+	var here []bool // which of w.Visible run here (Options.Eager only)
+	if e.opts.Eager {
+		here = make([]bool, len(w.Visible))
+	}
 	for i, q := range w.Visible {
-		if here[i] = e.eagerWrite(q, settles[q.InstanceID]); !here[i] {
+		if here != nil {
+			here[i] = e.eagerWrite(q, settles[q.InstanceID])
+		}
+		if here == nil || !here[i] {
 			e.wakePeer(q, settles[q.InstanceID])
 		}
 	}
@@ -76,7 +82,7 @@ func (e *Engine) wrote(w store.Write, arrivals bool) {
 	}
 	e.mu.Unlock()
 	for i, q := range w.Visible {
-		e.signalQueue(q, here[i])
+		e.signalQueue(q, here != nil && here[i])
 	}
 }
 
@@ -87,6 +93,9 @@ func (e *Engine) wrote(w store.Write, arrivals bool) {
 // last turn ran, and a replica that merely helped with the activity (a
 // backlog hint) would run a turn per completion.
 func (e *Engine) eagerWrite(q store.QueueHead, settles string) bool {
+	if !e.opts.Eager {
+		return false
+	}
 	if settles != "" && q.IsOrchestrator() && e.tracking() && !e.scheduledHere(q.InstanceID, settles) {
 		return false
 	}

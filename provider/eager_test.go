@@ -23,13 +23,7 @@ import (
 func instancesIn(t *testing.T, set wakeup.Set, prefix string, n int) []string {
 	t.Helper()
 	require.False(t, set.IsEmpty(), "no slot to put %s in", prefix)
-	var ids []string
-	for k := 0; len(ids) < n; k++ {
-		if id := fmt.Sprintf("%s-%d", prefix, k); set.Contains(slots.Of(id)) {
-			ids = append(ids, id)
-		}
-	}
-	return ids
+	return instancesWhere(t, prefix, n, set.Contains)
 }
 
 // TestWriterRunsItsOwnWrites: orchestrations started through replica

@@ -18,14 +18,21 @@ import (
 // lies in b.
 func instanceInSlots(t *testing.T, prefix string, b slots.Block) string {
 	t.Helper()
-	for i := range 100_000 {
-		id := fmt.Sprintf("%s-%d", prefix, i)
-		if b.Contains(slots.Of(id)) {
-			return id
+	return instancesWhere(t, prefix, 1, b.Contains)[0]
+}
+
+// instancesWhere returns n instance ids, named prefix-k, whose dispatch
+// slots satisfy in.
+func instancesWhere(t *testing.T, prefix string, n int, in func(slot int) bool) []string {
+	t.Helper()
+	var ids []string
+	for k := 0; len(ids) < n; k++ {
+		require.Less(t, k, 1_000_000, "no instance id in the slots for %s", prefix)
+		if id := fmt.Sprintf("%s-%d", prefix, k); in(slots.Of(id)) {
+			ids = append(ids, id)
 		}
 	}
-	require.FailNow(t, "no instance id in the block", "%v", b)
-	return ""
+	return ids
 }
 
 // TestPollingEmptyShareScansEverySlot: in polling mode with four shares
