@@ -4,7 +4,7 @@ GO ?= go
 # so a run always exercises the code.
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: test lint fmt-check vet staticcheck bicep-check fuzz-smoke demo chaos emulator emulator-sdk-check image service fleet
+.PHONY: test lint fmt-check vet staticcheck bicep-check fuzz-smoke demo chaos emulator emulator-sdk-check image service fleet fleet-sweep
 
 # The multi-replica provider tests, run a second time with the peer wake
 # channel on (the first run has it off).
@@ -74,6 +74,14 @@ image:
 ## Pass flags with FLEET_FLAGS, e.g. make fleet FLEET_FLAGS="-n 600".
 fleet:
 	$(GO) run ./cmd/durafeed-fleet $(FLEET_FLAGS)
+
+## fleet-sweep: the deployment-shaped load sweep: per (mode, load) its own
+## cmd/cosmosemu and three durafeed-service processes with the service's
+## defaults, event-driven against polling, latency and RU per orchestration.
+## Pass flags with FLEET_SWEEP_FLAGS, e.g.
+## make fleet-sweep FLEET_SWEEP_FLAGS="-sweep-peer -out sweep.json -png sweep.png".
+fleet-sweep:
+	$(GO) run ./cmd/durafeed-fleet -sweep $(FLEET_SWEEP_FLAGS)
 
 ## chaos: the chaos campaign (package chaos) in both modes, 1,000 root
 ## orchestrations each, under injected faults, a partition split and a

@@ -53,8 +53,8 @@ type EnvOptions struct {
 	// SiblingWait is engine.Options.SiblingWait (zero or negative: off,
 	// the engine's default).
 	SiblingWait time.Duration
-	// Eager is engine.Options.Eager.
-	Eager bool
+	// NoEager is engine.Options.DisableEager.
+	NoEager bool
 }
 
 const defaultProbeSamples = 60

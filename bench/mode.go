@@ -57,7 +57,7 @@ func (e *Env) providerConfig(container string, m Mode, po *polling.Options) (pro
 		return cfg, nil
 	case ModeEventDriven:
 		cfg.Mode = provider.ModeEventDriven
-		cfg.EventDriven = engineOptions(e.opts.PeerWake, e.opts.FeedBudget, e.opts.FeedReadsPerChange, e.opts.SiblingWait, e.opts.Eager)
+		cfg.EventDriven = engineOptions(e.opts.PeerWake, e.opts.FeedBudget, e.opts.FeedReadsPerChange, e.opts.SiblingWait, e.opts.NoEager)
 		return cfg, nil
 	}
 	return cfg, fmt.Errorf("bench: unknown mode %q", m)
@@ -80,10 +80,11 @@ func (e *Env) sweepPeriod() time.Duration { return engine.DefaultSafetySweepInte
 
 // engineOptions is the engine configuration of an event-driven replica:
 // engine defaults except for the peer wake channel, the feed's spending
-// the sibling wait (zero: the engine's defaults) and eager dispatch.
-func engineOptions(peerWake bool, budget, perChange float64, siblingWait time.Duration, eager bool) *engine.Options {
+// the sibling wait (zero: the engine's defaults) and whether eager
+// dispatch is off.
+func engineOptions(peerWake bool, budget, perChange float64, siblingWait time.Duration, noEager bool) *engine.Options {
 	o := &engine.Options{Feed: &engine.FeedOptions{EmptyReadBudget: budget, ReadsPerChange: perChange}, SiblingWait: siblingWait,
-		Eager: eager}
+		DisableEager: noEager}
 	if peerWake {
 		o.PeerWake = &engine.PeerWakeOptions{}
 	}

@@ -89,8 +89,8 @@ type Config struct {
 	// SiblingWait is the replicas' engine.Options.SiblingWait (zero or
 	// negative: off, the engine's default).
 	SiblingWait time.Duration
-	// Eager is the replicas' engine.Options.Eager.
-	Eager bool
+	// NoEager is the replicas' engine.Options.DisableEager.
+	NoEager bool
 
 	// PartitionCount is the number of physical partitions (default 4).
 	PartitionCount int
@@ -242,7 +242,7 @@ type Settings struct {
 	SiblingWait string `json:"sibling_wait"`
 	AwaitHold   string `json:"await_hold"`
 	// Eager says whether a replica runs its own writes in slots others
-	// own (engine.Options.Eager); MaxIdlePeriod is the
+	// own (not engine.Options.DisableEager); MaxIdlePeriod is the
 	// feed's idle bound in effect ("none" when off).
 	Eager         bool   `json:"eager"`
 	MaxIdlePeriod string `json:"feed_max_idle_period"`
@@ -311,13 +311,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			PartitionCount: cfg.PartitionCount, Parallel: cfg.Parallel, Seed: cfg.Seed,
 			ActiveFeedDelay: activeFeedDelay().String(), ChargeModel: "knobs.DefaultChargeModel (simulated RU)", PeerWake: cfg.PeerWake,
 		}}
-	eo, err := engineOptions(cfg.PeerWake, cfg.FeedBudget, cfg.FeedReadsPerChange, cfg.SiblingWait, cfg.Eager).WithDefaults()
+	eo, err := engineOptions(cfg.PeerWake, cfg.FeedBudget, cfg.FeedReadsPerChange, cfg.SiblingWait, cfg.NoEager).WithDefaults()
 	if err != nil {
 		return rep, fmt.Errorf("bench: event-driven settings: %w", err)
 	}
 	rep.Settings.FeedBudget, rep.Settings.FeedReadsPerChange = eo.Feed.EmptyReadBudget, eo.Feed.ReadsPerChange
 	rep.Settings.SiblingWait, rep.Settings.AwaitHold = "off", eo.AwaitHold.String()
-	rep.Settings.Eager, rep.Settings.MaxIdlePeriod = eo.Eager, "none"
+	rep.Settings.Eager, rep.Settings.MaxIdlePeriod = !eo.DisableEager, "none"
 	if eo.Feed.MaxIdlePeriod > 0 {
 		rep.Settings.MaxIdlePeriod = eo.Feed.MaxIdlePeriod.String()
 	}
@@ -340,7 +340,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}()
 	for _, lat := range cfg.Latencies {
 		e, err := StartEnv(ctx, EnvOptions{PartitionCount: cfg.PartitionCount, Latency: lat, PeerWake: cfg.PeerWake, FeedBudget: cfg.FeedBudget,
-			FeedReadsPerChange: cfg.FeedReadsPerChange, SiblingWait: cfg.SiblingWait, Eager: cfg.Eager})
+			FeedReadsPerChange: cfg.FeedReadsPerChange, SiblingWait: cfg.SiblingWait, NoEager: cfg.NoEager})
 		if err != nil {
 			return rep, err
 		}

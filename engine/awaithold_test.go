@@ -227,3 +227,97 @@ func TestSiblingWait(t *testing.T) {
 		})
 	}
 }
+
+// instanceVersion is an unlocked instance document as the change feed
+// shows it after a turn's commit written at updated (ms) that awaits the
+// activities of the worker documents awaiting.
+func instanceVersion(t *testing.T, instance string, updated int64, awaiting ...string) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"id": "instance", "instanceId": instance, "type": "instance",
+		"lockedUntil": 0, "updatedAt": updated, "awaiting": awaiting})
+	require.NoError(t, err)
+	return b
+}
+
+// TestAwaitHoldLearnedFromTheFeed: the owner of an instance's slot holds
+// its next turn for the activities a turn committed elsewhere (a writer
+// running its own write) awaits, as the instance's version on the feed
+// names them: each completion but the last is put off with no store
+// call; a completion seen before the version is not waited for; a
+// version from before this replica's own last lock is stale, and a
+// later version awaiting nothing spends the hold.
+func TestAwaitHoldLearnedFromTheFeed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// then runs after the start message was taken elsewhere; it
+		// returns the completions after which the turn is held, then
+		// the one that frees it ("" when the first goes at once).
+		then func(f *fixture, inst string, now int64) (held []string, frees string)
+	}{
+		{name: "learned", then: func(f *fixture, inst string, now int64) ([]string, string) {
+			f.handle(f.fs.putWork(f.t, inst, "a1"), f.fs.putWork(f.t, inst, "a2"), f.fs.putWork(f.t, inst, "a3"),
+				instanceVersion(f.t, inst, now, "a1", "a2", "a3"))
+			return []string{"a1", "a2"}, "a3"
+		}},
+		{name: "a completion seen before the version", then: func(f *fixture, inst string, now int64) ([]string, string) {
+			f.handle(f.fs.putWork(f.t, inst, "a1"), f.fs.putWork(f.t, inst, "a2"))
+			completions["by the feed"](f, inst, "a1", "c-a1")
+			f.handle(instanceVersion(f.t, inst, now, "a1", "a2"))
+			return nil, "a2"
+		}},
+		{name: "a version awaiting nothing spends it", then: func(f *fixture, inst string, now int64) ([]string, string) {
+			f.handle(f.fs.putWork(f.t, inst, "a1"), f.fs.putWork(f.t, inst, "a2"), instanceVersion(f.t, inst, now, "a1", "a2"))
+			f.handle(instanceVersion(f.t, inst, now+1))
+			return nil, "a1"
+		}},
+		{name: "hints ignored", then: func(f *fixture, inst string, now int64) ([]string, string) {
+			f.handle(f.fs.putWork(f.t, inst, "a1"), f.fs.putWork(f.t, inst, "a2"), instanceVersion(f.t, inst, now, "a1", "a2"))
+			return nil, "a1"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hold := time.Hour
+			if tc.name == "hints ignored" {
+				hold = -1
+			}
+			f := newFixture(t, Options{AwaitHold: hold})
+			f.joinOwning(0)
+			inst := instIn(t, f.leaseSlots(0), "learn")
+			held, frees := tc.then(f, inst, f.clk.Now().UnixMilli())
+			for _, a := range held {
+				completions["by the feed"](f, inst, a, "c-"+a)
+				require.Nil(t, f.fetchOrch(), "held after %s", a)
+				require.Empty(t, f.fs.lockedInstances(), "a held turn costs no store call")
+			}
+			completions["by the feed"](f, inst, frees, "c-"+frees)
+			item := f.fetchOrch()
+			require.NotNil(t, item, "the awaited activities are done, or no hold holds")
+			require.Equal(t, inst, item.Instance)
+			if hold > 0 && tc.name == "learned" {
+				require.EqualValues(t, 1, f.e.Stats().HoldsLearned)
+			}
+		})
+	}
+}
+
+// TestStaleInstanceVersionLeavesTheHold: a version of the instance the
+// feed shows from before this replica's own lock of it (read before the
+// lock, handled after the commit) neither replaces nor spends the hold
+// that turn's commit set.
+func TestStaleInstanceVersionLeavesTheHold(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{AwaitHold: time.Hour})
+	f.joinOwning(0)
+	inst := instIn(t, f.leaseSlots(0), "stale")
+	before := f.clk.Now().UnixMilli()
+	f.clk.Advance(time.Millisecond)
+	runAwaitingTurn(f, inst, "a1", "a2")
+	f.handle(instanceVersion(t, inst, before)) // awaits nothing: would spend the hold
+	completions["by the feed"](f, inst, "a1", "c1")
+	require.Nil(t, f.fetchOrch(), "a2 is still awaited")
+	completions["by the feed"](f, inst, "a2", "c2")
+	require.NotNil(t, f.fetchOrch())
+	require.Zero(t, f.e.Stats().HoldsLearned)
+}

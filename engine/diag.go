@@ -35,8 +35,11 @@ type Stats struct {
 	// TurnsPutOff counts orchestration wakeups put off to wait for
 	// sibling activities (Options.SiblingWait).
 	TurnsPutOff int64
+	// HoldsLearned counts await holds this replica took from instance
+	// documents its feed showed, committed by another replica's turn.
+	HoldsLearned int64
 	// Eager counts work this process wrote in slots other replicas own
-	// that it signalled to its own idle fetches (Options.Eager).
+	// that it signalled to its own idle fetches (unless Options.DisableEager).
 	Eager int64
 }
 
@@ -47,7 +50,7 @@ func (e *Engine) Stats() Stats {
 		SweepDelivered: s.sweepDelivered.Load(), Sweeps: s.sweeps.Load(), Catchups: s.catchups.Load(),
 		HintsWritten: s.hintsWritten.Load(), HintScans: s.hintScans.Load(),
 		WorkSettled: s.workSettled.Load(), WorkSkipped: s.workSkipped.Load(), IntentsHeld: s.intentsHeld.Load(),
-		LocksReleased: s.locksReleased.Load(), TurnsPutOff: s.turnsPutOff.Load(), Eager: s.eager.Load()}
+		LocksReleased: s.locksReleased.Load(), TurnsPutOff: s.turnsPutOff.Load(), HoldsLearned: s.holdsLearned.Load(), Eager: s.eager.Load()}
 }
 
 // ReplicaID is the replica's name in lease documents.

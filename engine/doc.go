@@ -221,9 +221,9 @@
 // wake channel when it is on (the fetch's own round trips after it), and
 // otherwise through the owner's feed: within MaxIdlePeriod (500 ms; half
 // that on average) plus a read, then every ActiveDelay (20 ms) while
-// reads keep finding changes. With Options.Eager, a write by a replica
-// that takes part in dispatch, in a slot another owns, runs on the
-// writer when one of its fetches is idle.
+// reads keep finding changes. A write by a replica that takes part in
+// dispatch, in a slot another owns, runs on the writer when one of its
+// fetches is idle (unless Options.DisableEager).
 // Liveness: LeaseExpiry 10 s (a dead replica's slots move after it, then
 // the new owner's catch-up finds its work, and the take-over frees the
 // dead replica's locks); a graceful Close hands off within a write and a

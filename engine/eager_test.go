@@ -15,7 +15,7 @@ import (
 // TestWriterRunsWhatItWrote: work a write of this replica made visible
 // in a slot another replica owns is signalled on this replica's own hub
 // when a local fetch of that queue is waiting, and that fetch takes it;
-// with no fetch waiting (a busy replica), or without Options.Eager,
+// with no fetch waiting (a busy replica), or with Options.DisableEager,
 // nothing is signalled here and the slot's owner, whose feed shows the
 // write, runs it.
 func TestWriterRunsWhatItWrote(t *testing.T) {
@@ -37,7 +37,7 @@ func TestWriterRunsWhatItWrote(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, Options{Eager: !tc.disabled})
+			f := newFixture(t, Options{DisableEager: tc.disabled})
 			f.joinOwning(0)
 			inst := instIn(t, f.leaseSlots(2), "elsewhere") // a slot this replica does not own
 			hub := f.e.orch
@@ -125,7 +125,7 @@ func TestCompletionRunsWhereItsTurnRan(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, Options{Eager: true})
+			f := newFixture(t, Options{})
 			f.joinOwning(0)
 			inst := instIn(t, f.leaseSlots(2), "fan")
 			f.fs.putWork(t, inst, "w1")

@@ -152,6 +152,7 @@ type engineStats struct {
 	intentsHeld    atomic.Int64 // feed batches refused under HoldIntents
 	locksReleased  atomic.Int64 // locks of dead holders released
 	turnsPutOff    atomic.Int64 // orchestration wakeups put off for siblings
+	holdsLearned   atomic.Int64 // await holds taken from the feed's instance versions
 	eager          atomic.Int64 // wakeups of own writes run here in slots owned elsewhere
 }
 
@@ -197,7 +198,7 @@ func New(ctx context.Context, b Backend, o Options) (*Engine, error) {
 		per:     slots.Count / o.Leases.Blocks,
 		blocked: map[string]int{}, locking: map[string]bool{}, released: map[string]int64{}, wreleased: map[string]int64{}, settled: map[string]int64{}, wlocked: map[string]int64{}, parked: map[string]parkedWI{},
 		refused: map[string]refusedOI{}, hinted: map[string]hintSeen{}, joinCh: make(chan struct{}),
-		sib: siblings{work: map[string]map[string]int64{}, await: map[string]map[string]bool{}, putOff: map[string]int64{},
+		sib: siblings{work: map[string]map[string]int64{}, await: map[string]map[string]bool{}, putOff: map[string]int64{}, done: map[string]map[string]int64{}, locked: map[string]int64{},
 			taken: map[string]map[string]int64{}},
 		watch: watchState{watching: map[string]int{}, watchers: map[string]map[*peerwake.Reply]struct{}{}}}
 	e.out = outbox.New(s, o.Logger)

@@ -69,20 +69,18 @@ type Options struct {
 	// peer wake lost while the feed idles, or sent by a replica that
 	// predates the named wake).
 	AwaitHold time.Duration
-	// Eager makes a replica run the work its own writes made visible in
-	// slots it does not own (a start, event or cancel its client wrote,
-	// the activities, timers and sub-orchestration starts of its turns,
-	// the completions of activities its turns scheduled) when a local
-	// fetch of that queue is idle at the write, instead of leaving it to
-	// the slot owner's change-feed read. The instance lock keeps one turn
-	// to one replica, and the owner's feed stays the safety net; a busy
-	// replica leaves the work to the owner. Off by default: a fan-out's
-	// await hold lives on the replica whose turn set it, so when the
-	// owner's workers take activities an eager turn scheduled, the hold
-	// splits and the instance takes more turns (duroxide's stress shape
-	// with the first replica's client, 3 replicas: 2.35 turns per
-	// orchestration instead of 2.01, 18% less throughput, DESIGN §6a).
-	Eager bool
+	// DisableEager turns off the rule that a replica runs the work its
+	// own writes made visible in slots it does not own (a start, event or
+	// cancel its client wrote, the activities, timers and
+	// sub-orchestration starts of its turns, the completions of
+	// activities its turns scheduled) when a local fetch of that queue is
+	// idle at the write; the work is then left to the slot owner's
+	// change-feed read, up to MaxIdlePeriod later. The instance lock keeps
+	// one turn to one replica, the owner's feed stays the safety net, and
+	// a busy replica leaves the work to the owner. A turn's await hold is
+	// persisted with its commit, so the owner holds the next turn as the
+	// writer does (DESIGN §6a).
+	DisableEager bool
 	// DisableHeads makes every feed-woken fetch read its turn with the
 	// query before the lock batch instead of locking the messages the
 	// feed delivered (heads) at once: a diagnostic switch, slower by one
@@ -145,20 +143,21 @@ type FeedOptions struct {
 	// at least that often while idle, whatever the budget, so that a
 	// write from another process waits at most MaxIdlePeriod plus a read
 	// (half of it on average) however many partitions the container has.
-	// Default DefaultFeedMaxIdlePeriod (500 ms) with the peer wake channel
-	// off: at most polling's wait, whose 1 s pause gives about 500 ms on
-	// average and 1 s at most, for P·c/MaxIdlePeriod RU/s (4 partitions,
-	// 1 RU reads: 8 RU/s, 480 RU a minute, against polling's 1,400 for
-	// its queries). With the channel on, none: wakes come over it.
-	// Negative: none.
+	// Default DefaultFeedMaxIdlePeriod (500 ms): at most polling's wait,
+	// whose 1 s pause gives about 500 ms on average and 1 s at most, for
+	// P·c/MaxIdlePeriod RU/s (4 partitions, 1 RU reads: 8 RU/s, 480 RU a
+	// minute, against polling's 1,400 for its queries). The same with the
+	// peer wake channel on: a wake lost on it (a firewall, an address
+	// that reaches no replica) is invisible until this read, so the
+	// channel only ever makes a wait shorter. Negative: none.
 	MaxIdlePeriod time.Duration
 	// ReadsPerChange raises the budget with the work: each change the
 	// feed delivers adds that many reads' worth, decaying over about 2 s
 	// (changefeed.Options.ReadsPerChange), so that a busy replica reads
 	// its partitions more often, down to ActiveDelay, and a quiet one
-	// spends EmptyReadBudget. Default DefaultFeedReadsPerChange (10)
-	// with the peer wake channel off; none with it on, since wakes then
-	// come over the channel. Negative: none.
+	// spends EmptyReadBudget. Default DefaultFeedReadsPerChange (10),
+	// with the peer wake channel on too (MaxIdlePeriod says why).
+	// Negative: none.
 	ReadsPerChange float64
 	// ActiveDelay (default 20 ms) is the pause between reads while changes
 	// flow. IdleCeiling (default 4 s) is the longest pause of an idle
@@ -248,7 +247,7 @@ func (o Options) WithDefaults() (Options, error) {
 	switch {
 	case f.MaxIdlePeriod < 0:
 		f.MaxIdlePeriod = 0
-	case f.MaxIdlePeriod == 0 && o.PeerWake == nil:
+	case f.MaxIdlePeriod == 0:
 		f.MaxIdlePeriod = DefaultFeedMaxIdlePeriod
 	}
 	switch {
@@ -256,7 +255,7 @@ func (o Options) WithDefaults() (Options, error) {
 		return o, fmt.Errorf("engine: FeedOptions.ReadsPerChange %v is not a number", f.ReadsPerChange)
 	case f.ReadsPerChange < 0:
 		f.ReadsPerChange = 0
-	case f.ReadsPerChange == 0 && o.PeerWake == nil:
+	case f.ReadsPerChange == 0:
 		f.ReadsPerChange = DefaultFeedReadsPerChange
 	}
 	if f.WarmHold == 0 {

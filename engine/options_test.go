@@ -23,12 +23,13 @@ func TestOptionsDefaults(t *testing.T) {
 	}{
 		{name: "defaults", budget: DefaultFeedEmptyReadBudget, perChange: DefaultFeedReadsPerChange, hold: -1, watchIdle: 2 * time.Second,
 			maxIdle: DefaultFeedMaxIdlePeriod},
-		{name: "peer wake: no reads per change", in: Options{PeerWake: &PeerWakeOptions{}},
-			budget: DefaultFeedEmptyReadBudget, hold: -1, watchIdle: 2 * time.Second}, // wakes come over the channel
+		{name: "peer wake: the feed's defaults kept", in: Options{PeerWake: &PeerWakeOptions{}},
+			budget: DefaultFeedEmptyReadBudget, perChange: DefaultFeedReadsPerChange, hold: -1, watchIdle: 2 * time.Second,
+			maxIdle: DefaultFeedMaxIdlePeriod}, // a wake lost on the channel waits for no more than without it
 		{name: "no idle bound", in: Options{Feed: &FeedOptions{MaxIdlePeriod: -1}},
 			budget: DefaultFeedEmptyReadBudget, perChange: DefaultFeedReadsPerChange, hold: -1, watchIdle: 2 * time.Second},
 		{name: "explicit idle bound", in: Options{Feed: &FeedOptions{MaxIdlePeriod: 2 * time.Second}, PeerWake: &PeerWakeOptions{}},
-			budget: DefaultFeedEmptyReadBudget, hold: -1, watchIdle: 2 * time.Second, maxIdle: 2 * time.Second},
+			budget: DefaultFeedEmptyReadBudget, perChange: DefaultFeedReadsPerChange, hold: -1, watchIdle: 2 * time.Second, maxIdle: 2 * time.Second},
 		{name: "no reads per change", in: Options{Feed: &FeedOptions{ReadsPerChange: -1}},
 			budget: DefaultFeedEmptyReadBudget, hold: -1, watchIdle: 2 * time.Second, maxIdle: DefaultFeedMaxIdlePeriod},
 		{name: "longer expiry", in: Options{Leases: &LeaseOptions{Expiry: 30 * time.Second}},
@@ -38,7 +39,7 @@ func TestOptionsDefaults(t *testing.T) {
 		{name: "no budget: back-off with warm hold", in: Options{Feed: &FeedOptions{EmptyReadBudget: -1}},
 			budget: -1, perChange: DefaultFeedReadsPerChange, hold: DefaultFeedWarmHold, watchIdle: 2 * time.Second, maxIdle: DefaultFeedMaxIdlePeriod},
 		{name: "no budget, peer wake: no hold", in: Options{Feed: &FeedOptions{EmptyReadBudget: -1}, PeerWake: &PeerWakeOptions{}},
-			budget: -1, hold: -1, watchIdle: 2 * time.Second},
+			budget: -1, perChange: DefaultFeedReadsPerChange, hold: -1, watchIdle: 2 * time.Second, maxIdle: DefaultFeedMaxIdlePeriod},
 		{name: "explicit hold kept", in: Options{Feed: &FeedOptions{EmptyReadBudget: 4, ReadsPerChange: 3, WarmHold: 500 * time.Millisecond}},
 			budget: 4, perChange: 3, hold: 500 * time.Millisecond, watchIdle: 2 * time.Second, maxIdle: DefaultFeedMaxIdlePeriod},
 	}

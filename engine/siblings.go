@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"time"
 
 	"github.com/durafeed/durafeed/store"
@@ -34,6 +35,15 @@ type siblings struct {
 	// no arrival, whatever hold the turn's commit set meanwhile.
 	taken  map[string]map[string]int64
 	takenN int // entries in taken, at most maxTaken
+	// done: instance -> worker document ids whose completion this
+	// replica committed or its feed showed -> when (ms). A hold learned
+	// from the feed (learnHold) leaves them out: a completion can be
+	// seen before the version of the instance that awaits it.
+	done  map[string]map[string]int64
+	doneN int // entries in done, at most maxTaken
+	// locked: instance -> when this replica last locked a turn of it
+	// (ms); instance versions the feed shows from before are stale.
+	locked map[string]int64
 }
 
 // maxSiblingInstances bounds the instances tracked; beyond it new
@@ -108,6 +118,7 @@ func (e *Engine) scheduled(c store.Commit) {
 // committed or its feed showed. Called with e.mu held.
 func (e *Engine) workDoneLocked(done []store.QueueHead) {
 	for _, q := range done {
+		e.markDoneLocked(q.InstanceID, q.ID)
 		if set, ok := e.sib.work[q.InstanceID]; ok {
 			delete(set, q.ID)
 			if len(set) == 0 {
@@ -118,6 +129,78 @@ func (e *Engine) workDoneLocked(done []store.QueueHead) {
 			delete(need, q.ID) // an empty set: the hint is spent
 		}
 	}
+}
+
+// markDoneLocked remembers that the activity of worker document id of
+// instance is done, for learnHold. Called with e.mu held.
+func (e *Engine) markDoneLocked(instance, id string) {
+	if !e.tracking() || e.opts.AwaitHold < 0 || e.sib.doneN >= maxTaken {
+		return
+	}
+	set := e.sib.done[instance]
+	if set == nil {
+		set = map[string]int64{}
+		e.sib.done[instance] = set
+	}
+	if _, ok := set[id]; !ok {
+		e.sib.doneN++
+	}
+	set[id] = e.now()
+}
+
+// learnHold takes the await hold the last turn of instance persisted on
+// its instance document (store.FeedDoc.Awaiting), as this replica's
+// feed shows an unlocked version of it written at updated (ms): the
+// next turn is held here until the awaited activities not already seen
+// done are (the feed shows their completions after this version, being
+// later writes of the same partition), as if a turn here had committed
+// it; a version awaiting nothing left spends the hold. Without this, the
+// slot's owner would run a turn per completion of a fan-out that another
+// replica's turn (a writer running its own write, Options.DisableEager)
+// scheduled. A version written before this replica last locked the
+// instance is stale and ignored, and one matching the hold already kept
+// (its own turn's commit) changes nothing.
+func (e *Engine) learnHold(instance string, awaiting []string, updated int64) {
+	if !e.tracking() || e.opts.AwaitHold < 0 {
+		return
+	}
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if updated <= e.sib.locked[instance] {
+		return
+	}
+	done := e.sib.done[instance]
+	need := map[string]bool{}
+	for _, id := range awaiting {
+		if _, ok := done[id]; !ok {
+			need[id] = true
+		}
+	}
+	held, ok := e.sib.await[instance]
+	switch {
+	case len(need) == 0:
+		if ok {
+			clear(held)
+		}
+		return
+	case maps.Equal(need, held):
+		return
+	}
+	set := e.sib.work[instance]
+	if set == nil {
+		if len(e.sib.work) >= maxSiblingInstances {
+			return
+		}
+		set = map[string]int64{}
+		e.sib.work[instance] = set
+	}
+	for id := range need {
+		set[id] = now
+	}
+	e.sib.await[instance] = need
+	delete(e.sib.putOff, instance) // a new turn committed: a new period
+	e.stats.holdsLearned.Add(1)
 }
 
 // siblingDone forgets an activity of instance whose completion the feed
@@ -200,6 +283,9 @@ func completionOf(w store.Write) map[string]string {
 // turnTakenLocked ends instance's put-off period and its hint: a turn of it was
 // locked here.
 func (e *Engine) turnTakenLocked(instance string) {
+	if e.tracking() && (len(e.sib.locked) < maxSiblingInstances || e.sib.locked[instance] != 0) {
+		e.sib.locked[instance] = e.now()
+	}
 	delete(e.sib.putOff, instance)
 	delete(e.sib.await, instance)
 }
@@ -262,6 +348,15 @@ func (e *Engine) pruneSiblingsLocked(cutoff int64) {
 		}
 	}
 	pruneBefore(e.sib.putOff, cutoff, func(at int64) int64 { return at })
+	pruneBefore(e.sib.locked, cutoff, func(at int64) int64 { return at })
+	for inst, set := range e.sib.done {
+		n := len(set)
+		pruneBefore(set, cutoff, func(at int64) int64 { return at })
+		e.sib.doneN -= n - len(set)
+		if len(set) == 0 {
+			delete(e.sib.done, inst)
+		}
+	}
 	for inst, set := range e.sib.taken {
 		n := len(set)
 		pruneBefore(set, cutoff, func(at int64) int64 { return at })

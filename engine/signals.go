@@ -46,8 +46,8 @@ func (e *Engine) Wrote(w store.Write) { e.wrote(w, true) }
 // messages to its own instance are its timers).
 func (e *Engine) wrote(w store.Write, arrivals bool) {
 	settles := completionOf(w)
-	var here []bool // which of w.Visible run here (Options.Eager only)
-	if e.opts.Eager {
+	var here []bool // which of w.Visible run here (unless Options.DisableEager)
+	if !e.opts.DisableEager {
 		here = make([]bool, len(w.Visible))
 	}
 	for i, q := range w.Visible {
@@ -93,7 +93,7 @@ func (e *Engine) wrote(w store.Write, arrivals bool) {
 // last turn ran, and a replica that merely helped with the activity (a
 // backlog hint) would run a turn per completion.
 func (e *Engine) eagerWrite(q store.QueueHead, settles string) bool {
-	if !e.opts.Eager {
+	if e.opts.DisableEager {
 		return false
 	}
 	if settles != "" && q.IsOrchestrator() && e.tracking() && !e.scheduledHere(q.InstanceID, settles) {
@@ -103,8 +103,8 @@ func (e *Engine) eagerWrite(q store.QueueHead, settles string) bool {
 }
 
 // eager reports whether this replica runs q, made visible by a write of
-// its own in a slot it does not own (Options.Eager): it takes part
-// in dispatch, and a local fetch of q's queue is waiting for work now. A
+// its own in a slot it does not own (unless Options.DisableEager): it
+// takes part in dispatch, and a local fetch of q's queue is waiting for work now. A
 // busy replica leaves q to the slot's owner, whose feed shows it.
 func (e *Engine) eager(q store.QueueHead) bool {
 	hub := e.work
@@ -116,7 +116,7 @@ func (e *Engine) eager(q store.QueueHead) bool {
 
 // eagerIn is eager for a wakeup of hub in slot.
 func (e *Engine) eagerIn(hub *wakeup.Hub, slot int) bool {
-	if !e.opts.Eager || !e.isJoined() || slot < 0 || slot >= slots.Count || e.isOwned(slot) || !hub.Waiting(slot) {
+	if e.opts.DisableEager || !e.isJoined() || slot < 0 || slot >= slots.Count || e.isOwned(slot) || !hub.Waiting(slot) {
 		return false
 	}
 	e.stats.eager.Add(1)
@@ -277,6 +277,7 @@ func (e *Engine) instanceChanged(d store.FeedDoc) {
 		if wasBlocked {
 			e.orch.Signal(slot, orchKey(d.InstanceID), e.clk.Now())
 		}
+		e.learnHold(d.InstanceID, d.Awaiting, d.UpdatedAt)
 		if !ours {
 			// Another replica's turn (this one's provider reported its own).
 			e.InstanceChanged(d.InstanceID)

@@ -35,7 +35,6 @@ func TestWriterRunsItsOwnWrites(t *testing.T) {
 	const instances, acts = 30, 3
 	container := freshContainer("eager")
 	cfg := replicaConfig(container)
-	cfg.eager = true
 	j := newJournal()
 	a := startReplica(t, cfg, "a", j, 2, 0)
 	b := startReplica(t, cfg, "b", j, 2, 0)
@@ -75,7 +74,6 @@ func TestEagerWriterKilledMidTurnLosesNothing(t *testing.T) {
 	const acts = 2
 	container := freshContainer("eager-crash")
 	cfg := replicaConfig(container)
-	cfg.eager = true
 	j := newJournal()
 	b := startReplica(t, cfg, "b", j, 2, 0)
 	requireOwnership(t, "b alone", b)

@@ -97,8 +97,8 @@ type testCfg struct {
 	peerWake    *engine.PeerWakeOptions
 	siblingWait time.Duration
 	awaitHold   time.Duration
-	// eager is engine.Options.Eager.
-	eager bool
+	// noEager is engine.Options.DisableEager.
+	noEager bool
 	// meterProvider is Config.MeterProvider.
 	meterProvider metric.MeterProvider
 }
@@ -124,7 +124,7 @@ func (c testCfg) config() Config {
 			PeerWake:            c.peerWake,
 			SiblingWait:         c.siblingWait,
 			AwaitHold:           c.awaitHold,
-			Eager:               c.eager,
+			DisableEager:        c.noEager,
 		},
 		Logger:        c.Logger,
 		MeterProvider: c.meterProvider,

@@ -22,6 +22,18 @@ func fanOutTurn(t *testing.T, p *Provider, inst string, n int) []*durable.Locked
 // orchestration awaits every one of the activities (a Join).
 func fanOutTurnAwaiting(t *testing.T, p *Provider, inst string, n int, awaitAll bool) []*durable.LockedWorkItem {
 	t.Helper()
+	commitFanOut(t, p, inst, n, awaitAll)
+	var ws []*durable.LockedWorkItem
+	for range n {
+		ws = append(ws, fetchWorkFor(t, p))
+	}
+	return ws
+}
+
+// commitFanOut starts inst on p and commits its first turn, scheduling
+// n activities (ids 2..n+1), awaiting every one with awaitAll.
+func commitFanOut(t *testing.T, p *Provider, inst string, n int, awaitAll bool) {
+	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, p.EnqueueForOrchestrator(ctx, durable.StartOrchestration{Instance: inst, Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
 	item := fetchFor(t, p, inst)
@@ -37,11 +49,6 @@ func fanOutTurnAwaiting(t *testing.T, p *Provider, inst string, n int, awaitAll 
 		}
 	}
 	require.NoError(t, p.AckOrchestrationItem(ctx, item.LockToken, turn))
-	var ws []*durable.LockedWorkItem
-	for range n {
-		ws = append(ws, fetchWorkFor(t, p))
-	}
-	return ws
 }
 
 // complete acks a locked activity with its completion.
@@ -195,4 +202,33 @@ func TestAwaitHoldEndsOnArrival(t *testing.T) {
 	item := fetchFor(t, p, "unhinted")
 	require.Len(t, item.Messages, 1)
 	require.Equal(t, before, p.ev().Stats().TurnsPutOff, "no hint, no sibling wait: nothing held")
+}
+
+// TestAwaitHoldLearnedByTheOwner: a turn another process committed (a
+// polling provider on the container here; in a deployment, a replica
+// running a start its client wrote) that awaits its fan-out holds the
+// slot owner's next turn until the last completion. The owner learns the
+// hold from the instance's version on its feed and runs one turn for the
+// three completions its workers produced.
+func TestAwaitHoldLearnedByTheOwner(t *testing.T) {
+	t.Parallel()
+	cfg := holdConfig("await-learned")
+	p := openProvider(t, cfg)
+	writer := openProvider(t, quietConfig(cfg.Container))
+	commitFanOut(t, writer, "learned", 3, true)
+	var ws []*durable.LockedWorkItem
+	for range 3 {
+		ws = append(ws, fetchWorkFor(t, p))
+	}
+	require.Eventually(t, func() bool { return p.ev().Stats().HoldsLearned > 0 }, hang, 5*time.Millisecond,
+		"the owner's feed shows the writer's turn and its hold")
+	complete(t, p, ws[0])
+	got := fetchAsync(p)
+	awaitHeld(t, p, got, 0)
+	complete(t, p, ws[1])
+	complete(t, p, ws[2])
+	item := <-got
+	require.NotNil(t, item)
+	require.Equal(t, "learned", item.Instance)
+	require.Len(t, item.Messages, 3, "one turn for the three completions")
 }

@@ -227,7 +227,7 @@ func (p *Store) planTurn(ctx context.Context, op string, d *instanceDoc, t parse
 	nd := *d
 	nd.ETag, nd.Pending = "", false
 	nd.LockToken, nd.LockedUntil, nd.LockedMsgs = "", 0, nil
-	nd.LastCommit, nd.UpdatedAt = plan.commit, now
+	nd.LastCommit, nd.UpdatedAt, nd.Awaiting = plan.commit, now, plan.awaiting
 	if d.Pending || d.CreatedAt == 0 {
 		nd.CreatedAt = now
 	}

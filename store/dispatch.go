@@ -256,6 +256,13 @@ type FeedDoc struct {
 	// LockHeld (instance documents) says a lock is held at the time given
 	// to DecodeFeedDoc.
 	LockHeld bool
+	// Awaiting (instance documents whose lock is free) names the worker
+	// documents whose activities the last committed turn's orchestration
+	// awaits, every one (Commit.Awaiting); empty for none.
+	Awaiting []string
+	// UpdatedAt (instance documents) is when the version was written
+	// (ms, the writer's clock).
+	UpdatedAt int64
 	// RepairAt (instance documents) is when a pending publication or
 	// deletion becomes a repair's to finish (ms; 0 for none).
 	RepairAt int64
@@ -316,6 +323,8 @@ func (p *Store) DecodeFeedDoc(raw []byte, now int64) (FeedDoc, error) {
 		Publish    *publishRecord `json:"publish"`
 		Deleting   string         `json:"deleting"`
 		DeletingAt int64          `json:"deletingAt"`
+		Awaiting   []string       `json:"awaiting"`
+		UpdatedAt  int64          `json:"updatedAt"`
 	}
 	if err := json.Unmarshal(raw, &d); err != nil {
 		return FeedDoc{}, err
@@ -323,6 +332,10 @@ func (p *Store) DecodeFeedDoc(raw []byte, now int64) (FeedDoc, error) {
 	f.QueueHead = d.QueueHead
 	if f.Kind == FeedInstance {
 		f.LockHeld = d.LockToken != "" && d.LockedUntil > now
+		f.UpdatedAt = d.UpdatedAt
+		if d.LockToken == "" {
+			f.Awaiting = d.Awaiting
+		}
 		switch {
 		case d.Deleting != "":
 			f.RepairAt = d.DeletingAt + p.DeletionTimeout()

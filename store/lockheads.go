@@ -253,6 +253,7 @@ func lockOps(instance string, d *instanceDoc, keep []lockedMessage, l lockSpec, 
 		nd = *d
 		nd.ETag = ""
 		nd.LockToken, nd.LockedUntil, nd.LockOwner, nd.LockedMsgs = l.token, l.until, l.owner, ids
+		nd.Awaiting = nil // the hold ends with the turn it held
 		instOp = opReplace(idInstance, nd, d.ETag)
 	}
 	ops := make([]batchOp, 0, 1+len(keep))

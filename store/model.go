@@ -68,6 +68,12 @@ type instanceDoc struct {
 	// in transit can tell it committed, and another ack of the same lock
 	// cannot mistake that commit for its own.
 	LastCommit string `json:"lastCommit,omitempty"`
+	// Awaiting, written by a turn's commit and cleared by the next lock,
+	// names the worker documents whose activities that turn's
+	// orchestration awaits, every one (Commit.Awaiting): the await hold,
+	// persisted so that whichever replica reads the instance next from
+	// the change feed holds the next turn as the committing one does.
+	Awaiting []string `json:"awaiting,omitempty"`
 
 	// Staging is the lock nonce of a large turn whose overflow is being
 	// staged (not yet committed).

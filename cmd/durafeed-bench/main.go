@@ -81,7 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.cfg.SweepDispatchers, "sweep-dispatchers", 4, "sweep: orchestration fetch loops of the replica")
 	fs.BoolVar(&o.cfg.PeerWake, "peer-wake", false, "event-driven mode: turn the peer wake channel on (replicas and clients)")
 	fs.Float64Var(&o.cfg.FeedReadsPerChange, "feed-reads-per-change", 0, "event-driven mode: reads added to the feed budget per change delivered (0: the engine's default, 10 without the peer wake channel, none with it; negative: none)")
-	fs.BoolVar(&o.cfg.Eager, "eager", false, "event-driven mode: a replica runs the work its own writes made visible in slots others own when a fetch of it is idle (engine.Options.Eager)")
+	fs.BoolVar(&o.cfg.NoEager, "no-eager", false, "event-driven mode: leave the work a replica's own writes made visible in slots others own to their owners (engine.Options.DisableEager; by default the writer runs it when a fetch of it is idle)")
 	fs.DurationVar(&o.cfg.SiblingWait, "sibling-wait", 0, "event-driven mode: how long a turn without an await hint may wait for sibling activities (0 or negative: never, the engine's default)")
 	fs.Float64Var(&o.cfg.FeedBudget, "feed-budget", 0, "event-driven mode: RU per second a replica may spend on empty change-feed reads (0: the engine's default; negative: back-off without a budget)")
 	fs.StringVar(&o.png, "png", "durafeed-bench.png", "sweep picture path (written when the sweep ran; empty: none)")

@@ -88,12 +88,14 @@ func start(ctx context.Context, name, bin string, args, env []string, log io.Wri
 	return p, nil
 }
 
+// setAddr records the address the process printed.
 func (p *proc) setAddr(a string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.addr = a
 }
 
+// address is the address the process printed ("" before it did).
 func (p *proc) address() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -112,6 +114,87 @@ func (p *proc) await(ctx context.Context, ch chan struct{}, what string) error {
 	}
 }
 
+// procSet is the child processes of a run. They run under a context of
+// their own, not the run's, so that a run that ends early still finds them
+// to stop: stop kills (SIGKILL) those still running and waits for all to
+// exit. Its methods are safe for concurrent use.
+type procSet struct {
+	ctx    context.Context // the processes' context, ended by stop
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	procs  []*proc
+}
+
+// newProcSet returns an empty set whose processes carry ctx's values but
+// not its cancellation.
+func newProcSet(ctx context.Context) *procSet {
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	return &procSet{ctx: pctx, cancel: cancel}
+}
+
+// start starts a process (see start) in the set.
+func (s *procSet) start(name, bin string, args, env []string, log io.Writer) (*proc, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := start(s.ctx, name, bin, args, env, log)
+	if err != nil {
+		return nil, err
+	}
+	s.procs = append(s.procs, p)
+	return p, nil
+}
+
+// stop kills the set's processes still running and waits until every
+// one has exited.
+func (s *procSet) stop() {
+	s.cancel()
+	s.mu.Lock()
+	procs := append([]*proc(nil), s.procs...)
+	s.mu.Unlock()
+	for _, p := range procs {
+		<-p.exited
+	}
+}
+
+// startEmulator starts cmd/cosmosemu (bin) in ps on a loopback port with
+// extra flags, its certificate written to cert, and waits (bounded by
+// ctx) until it prints its endpoint, which the returned proc's address
+// gives.
+func startEmulator(ctx context.Context, ps *procSet, bin, cert string, extra, env []string, log io.Writer) (*proc, error) {
+	emu, err := ps.start("cosmosemu", bin, append([]string{"-addr", "127.0.0.1:0", "-cert-out", cert}, extra...), env, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := emu.await(ctx, emu.listening, "its endpoint"); err != nil {
+		return nil, err
+	}
+	return emu, nil
+}
+
+// storeEnv is the environment that points a service at the emulator at
+// endpoint, whose certificate is in cert: database and container fleet.
+func storeEnv(endpoint, cert string) []string {
+	return []string{"COSMOS_ENDPOINT=" + endpoint, "COSMOS_KEY=" + cosmosemu.WellKnownKey, "SSL_CERT_FILE=" + cert,
+		"COSMOS_DATABASE=fleet", "COSMOS_CONTAINER=fleet"}
+}
+
+// openStore opens a polling-mode provider (which dispatches nothing until
+// asked) on the emulator at endpoint, trusting the certificate in
+// certFile, to read the fleet's container back; the caller closes it.
+func openStore(ctx context.Context, endpoint, certFile string) (*provider.Provider, error) {
+	pem, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, fmt.Errorf("read the emulator's certificate: %w", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return provider.New(ctx, provider.Config{Mode: provider.ModePolling, Store: store.Options{Endpoint: endpoint, Key: cosmosemu.WellKnownKey,
+		Database: "fleet", Container: "fleet",
+		ClientOptions: &azcosmos.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: tr}}}}})
+}
+
 // report is what a run measured and found.
 type report struct {
 	N, Completed            int
@@ -125,6 +208,7 @@ type report struct {
 	Problems                []string
 }
 
+// write prints the report.
 func (r *report) write(w io.Writer) {
 	pct := func(ds []time.Duration, p float64) time.Duration {
 		if len(ds) == 0 {
@@ -167,7 +251,7 @@ func binaries(ctx context.Context, c config, dir string) (emu, svc string, err e
 		{"durafeed-service", "github.com/durafeed/durafeed/cmd/durafeed-service"}} {
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", "", fmt.Errorf("build %s: %v: %s", b.pkg, err, out)
+			return "", "", fmt.Errorf("build %s: %w: %s", b.pkg, err, out)
 		}
 	}
 	return filepath.Join(dir, "cosmosemu"), filepath.Join(dir, "durafeed-service"), nil
@@ -184,35 +268,23 @@ func run(ctx context.Context, c config) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	pctx, stopAll := context.WithCancel(context.WithoutCancel(ctx))
-	var procs []*proc
-	defer func() {
-		stopAll() // kills what still runs
-		for _, p := range procs {
-			<-p.exited
-		}
-	}()
+	ps := newProcSet(ctx)
+	defer ps.stop() // kills what still runs
 
 	cert := filepath.Join(dir, "cosmosemu.pem")
-	emu, err := start(pctx, "cosmosemu", emuBin, []string{"-addr", "127.0.0.1:0", "-cert-out", cert}, os.Environ(), c.Log)
+	emu, err := startEmulator(ctx, ps, emuBin, cert, nil, os.Environ(), c.Log)
 	if err != nil {
 		return nil, err
 	}
-	procs = append(procs, emu)
-	if err := emu.await(ctx, emu.listening, "its endpoint"); err != nil {
-		return nil, err
-	}
-	env := append(os.Environ(), "COSMOS_ENDPOINT="+emu.address(), "COSMOS_KEY="+cosmosemu.WellKnownKey, "SSL_CERT_FILE="+cert,
-		"COSMOS_DATABASE=fleet", "COSMOS_CONTAINER=fleet", "DURAFEED_LISTEN=127.0.0.1:0", "DURAFEED_PEER_LISTEN=127.0.0.1:0",
+	env := append(append(os.Environ(), storeEnv(emu.address(), cert)...), "DURAFEED_LISTEN=127.0.0.1:0", "DURAFEED_PEER_LISTEN=127.0.0.1:0",
 		"DURAFEED_GRACE="+c.Grace.String())
 	var fl fleet
 	startService := func(i int) error {
 		name := fmt.Sprintf("service-%d", i)
-		p, err := start(pctx, name, svcBin, nil, append(env, "DURAFEED_REPLICA_ID="+name), c.Log)
+		p, err := ps.start(name, svcBin, nil, append(env, "DURAFEED_REPLICA_ID="+name), c.Log)
 		if err != nil {
 			return err
 		}
-		procs = append(procs, p)
 		if err := p.await(ctx, p.ready, "readiness"); err != nil {
 			return err
 		}
@@ -345,6 +417,7 @@ type fleet struct {
 	retries atomic.Int64
 }
 
+// add puts p in rotation.
 func (f *fleet) add(p *proc) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -360,6 +433,7 @@ func (f *fleet) remove(i int) *proc {
 	return p
 }
 
+// pick returns the next live service's address, round robin.
 func (f *fleet) pick() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -371,8 +445,16 @@ func (f *fleet) pick() string {
 // transport error or a 5xx, until ctx ends; it returns the status and
 // the decoded JSON body.
 func (f *fleet) do(ctx context.Context, method, path, body string, header map[string]string) (int, map[string]any, error) {
+	return request(ctx, f.pick, &f.retries, method, path, body, header)
+}
+
+// request sends a request to the service at addr(), and again to addr()
+// (which may name another service) 50 ms after a transport error or a
+// 5xx, until ctx ends; retries counts the resends. It returns the status
+// and the decoded JSON body (nil when empty or not a JSON object).
+func request(ctx context.Context, addr func() string, retries *atomic.Int64, method, path, body string, header map[string]string) (int, map[string]any, error) {
 	for {
-		req, err := http.NewRequestWithContext(ctx, method, "http://"+f.pick()+path, strings.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, method, "http://"+addr()+path, strings.NewReader(body))
 		if err != nil {
 			return 0, nil, err
 		}
@@ -394,7 +476,7 @@ func (f *fleet) do(ctx context.Context, method, path, body string, header map[st
 		if ctx.Err() != nil {
 			return 0, nil, ctx.Err()
 		}
-		f.retries.Add(1)
+		retries.Add(1)
 		select {
 		case <-ctx.Done():
 			return 0, nil, ctx.Err()
@@ -453,17 +535,7 @@ func drive(ctx context.Context, f *fleet, id, kind string) error {
 // checks it: one execution, started and completed once with the
 // expected output, each activity completed once, each event once.
 func check(ctx context.Context, endpoint, certFile string, kinds map[string]string) ([]string, error) {
-	pem, err := os.ReadFile(certFile)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	p, err := provider.New(ctx, provider.Config{Mode: provider.ModePolling, Store: store.Options{Endpoint: endpoint, Key: cosmosemu.WellKnownKey,
-		Database: "fleet", Container: "fleet",
-		ClientOptions: &azcosmos.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: tr}}}}})
+	p, err := openStore(ctx, endpoint, certFile)
 	if err != nil {
 		return nil, fmt.Errorf("open the store to check it: %w", err)
 	}

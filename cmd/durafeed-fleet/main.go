@@ -17,6 +17,32 @@
 // It prints throughput and the latency from start to completion as the
 // HTTP client saw it (Greet, one activity, is the wake latency's proxy),
 // and exits 1 when a check fails.
+//
+// With -sweep it measures instead what a deployment gets with the
+// service's default settings, in event-driven and polling mode (and with
+// -sweep-peer event-driven with the peer wake channel on), at each load
+// of -sweep-loads (the mean gap between ticks, each gap jittered
+// uniformly in [0.5, 1.5]× the mean). Every (mode, load) cell is a fleet
+// of its own, cmd/cosmosemu (with its simulated request-charge model) and
+// three services, and all cells run at once. After a warm-up, each tick
+// starts a Greet and an Approval on one service, and sends the previous
+// tick's Approval its decision through another; the latencies are from
+// the client's clock before the POST to the OrchestrationCompleted
+// event's timestamp in the history (start → completed, event →
+// completed; the timestamp has millisecond precision and is taken as the
+// completing turn begins, so its commit is not in the figure). Each
+// service's /metrics is scraped at the start and the end of the measured
+// period for the request units and requests (all the services' requests
+// to the store, those serving the sweep's HTTP requests included). It
+// prints a table per mode and load, the ratios to polling and a judge
+// line per load (PASS or NO for event-driven p50 ≤ 0.1×, p99 ≤ 0.25×
+// polling's, both measures, and RU per orchestration ≤ polling's), and
+// exits 1 when a cell did not run to its end or a sample failed. With the
+// defaults it takes about eleven minutes (the 60s load stops at
+// -sweep-duration):
+//
+//	make fleet-sweep
+//	go run ./cmd/durafeed-fleet -sweep -sweep-loads 100ms,1s,10s,60s -sweep-samples 12 -out sweep.json -png sweep.png
 package main
 
 import (
@@ -30,6 +56,7 @@ import (
 	"time"
 )
 
+// main runs realMain until SIGINT and exits 1 when it fails.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -41,6 +68,10 @@ func main() {
 	}
 }
 
+// realMain parses args and runs the fleet test, or the sweep with
+// -sweep, printing the report to stdout and the processes' errors to
+// stderr; it fails on bad flags, a run that could not finish or a
+// failed check.
 func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("durafeed-fleet", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -48,10 +79,38 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&c.N, "n", c.N, "orchestrations (a third each Greet, FanOut of 5, Approval answered by an event)")
 	fs.IntVar(&c.InFlight, "inflight", c.InFlight, "orchestrations in flight at once")
 	fs.DurationVar(&c.Grace, "grace", c.Grace, "the services' shutdown grace period")
-	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "bound on the whole run")
+	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "bound on the whole run (with -sweep, unless given: -sweep-duration, three of the slowest load's gaps and 7m)")
 	fs.StringVar(&c.BinDir, "bin-dir", "", "directory holding cosmosemu and durafeed-service binaries (empty: build them)")
+	sweep := fs.Bool("sweep", false, "run the load sweep instead of the fleet test (see the package documentation)")
+	sc := defaultSweepConfig()
+	loads := fs.String("sweep-loads", defaultSweepLoads, "sweep: the loads, comma-separated mean gaps between ticks")
+	fs.IntVar(&sc.Samples, "sweep-samples", sc.Samples, "sweep: ticks per cell (a Greet and an Approval each; at least 3)")
+	fs.DurationVar(&sc.Duration, "sweep-duration", sc.Duration, "sweep: no tick of a cell starts after this (the first 3 excepted)")
+	fs.BoolVar(&sc.Peer, "sweep-peer", false, "sweep: add the mode event-driven+peer (DURAFEED_PEER_LISTEN=127.0.0.1:0), judged against polling too")
+	fs.Uint64Var(&sc.Seed, "sweep-seed", sc.Seed, "sweep: seed of the jittered gaps (the modes of a load see the same gaps)")
+	out := fs.String("out", "", "sweep: write the raw report (settings, every sample, summaries, judges) as JSON to this file")
+	png := fs.String("png", "", "sweep: draw p50 (solid) and p99 (dashed) latency in ms against the load, one line per mode, "+
+		"as a PNG with two panels: start→completed left, event→completed right")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *sweep {
+		timeoutSet := false
+		fs.Visit(func(f *flag.Flag) { timeoutSet = timeoutSet || f.Name == "timeout" })
+		var err error
+		if sc.Loads, err = parseLoads(*loads); err != nil {
+			return err
+		}
+		if sc.Samples < minTicks || sc.Duration <= 0 {
+			return fmt.Errorf("-sweep-samples must be at least %d, -sweep-duration positive", minTicks)
+		}
+		if !timeoutSet {
+			c.Timeout = sc.timeout()
+		}
+		sc.BinDir, sc.Log = c.BinDir, stderr
+		ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+		defer cancel()
+		return sweepMain(ctx, sc, *out, *png, stdout)
 	}
 	if c.N < 3 || c.InFlight < 1 || c.Grace <= 0 {
 		return errors.New("-n must be at least 3, -inflight and -grace positive")
@@ -82,6 +141,27 @@ type config struct {
 	Log      io.Writer
 }
 
+// defaultConfig is the fleet run's configuration before the flags.
 func defaultConfig() config {
 	return config{N: 300, InFlight: 20, Grace: 10 * time.Second, Timeout: 5 * time.Minute, Log: io.Discard}
+}
+
+// sweepMain runs the sweep, prints its report to stdout and writes its
+// JSON to out and its picture to png (either "" for none), whatever the
+// sweep's outcome when there is a report; it returns the sweep's error
+// first, else the writes'.
+func sweepMain(ctx context.Context, c sweepConfig, out, png string, stdout io.Writer) error {
+	rep, err := runSweep(ctx, c)
+	if rep == nil {
+		return err
+	}
+	rep.write(stdout)
+	errs := []error{err}
+	if out != "" {
+		errs = append(errs, rep.writeJSON(out))
+	}
+	if png != "" {
+		errs = append(errs, rep.writePNGFile(png))
+	}
+	return errors.Join(errs...)
 }

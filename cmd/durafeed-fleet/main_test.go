@@ -3,6 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,4 +55,133 @@ func TestCheckHistory(t *testing.T) {
 		ev(2, 0, history.OrchestrationCompleted{Output: `{"item":"a","approved":true,"by":"fleet"}`}),
 	}
 	require.Contains(t, checkHistory("a", "Approval", approval), "received 0 times")
+}
+
+// TestSweep runs the sweep at a tiny scale: both modes, each on its own
+// fleet, three ticks each. It checks what the sweep measured and wrote,
+// never the figures' values nor the judge's verdicts (machines are
+// noisy).
+func TestSweep(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	out := filepath.Join(t.TempDir(), "sweep.json")
+	var stdout, log bytes.Buffer
+	err := realMain(ctx, []string{"-sweep", "-sweep-loads", "300ms", "-sweep-samples", "3", "-out", out}, &stdout, &log)
+	t.Log(stdout.String())
+	require.NoError(t, err, "%s\n%s", stdout.String(), log.String())
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	var rep sweepReport
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&rep))
+	require.Equal(t, []string{modeEventDriven, modePolling}, rep.Settings.Modes)
+	require.Equal(t, []string{"300ms"}, rep.Settings.Loads)
+	require.Len(t, rep.Cells, 2)
+	for _, mode := range []string{modeEventDriven, modePolling} {
+		i := slices.IndexFunc(rep.Cells, func(c sweepCell) bool { return c.Mode == mode })
+		require.GreaterOrEqual(t, i, 0, "no %s cell", mode)
+		c := rep.Cells[i]
+		require.Empty(t, c.Error, mode)
+		require.Empty(t, c.Failures, mode)
+		require.Equal(t, "300ms", c.Load)
+		require.Equal(t, 3, c.Ticks, mode)
+		require.Len(t, c.StartMS, 3, mode)
+		require.Len(t, c.EventMS, 3, mode)
+		require.Equal(t, 3, c.Start.N, mode)
+		require.Equal(t, 3, c.Event.N, mode)
+		for _, ms := range append(slices.Clone(c.StartMS), c.EventMS...) {
+			require.Positive(t, ms, mode)
+		}
+		require.Equal(t, 6, c.Completed, mode)
+		require.Positive(t, c.RUPerOrch, mode)
+		require.Positive(t, c.RequestsPerOrch, mode)
+		require.Positive(t, c.MeasuredS, mode)
+	}
+	require.Len(t, rep.Judges, 1)
+	require.Equal(t, modeEventDriven, rep.Judges[0].Mode)
+	require.Contains(t, stdout.String(), "judge event-driven")
+}
+
+// TestSweepJudge: the judge compares with polling, and a missing cell or
+// a measure without samples fails its targets.
+func TestSweepJudge(t *testing.T) {
+	t.Parallel()
+	cell := func(mode string, p50, p99, ru float64, n int) sweepCell {
+		s := latencySummary{N: n, P50MS: p50, P99MS: p99, MaxMS: p99}
+		return sweepCell{Mode: mode, Load: "1s", Start: s, Event: s, RUPerOrch: ru, Completed: 2 * n}
+	}
+	polling := cell(modePolling, 1000, 2000, 10, 12)
+	for _, tc := range []struct {
+		name          string
+		cells         []sweepCell
+		p50, p99, ru  bool
+		pass, ratioed bool
+	}{
+		{"every target met", []sweepCell{cell(modeEventDriven, 50, 400, 8, 12), polling}, true, true, true, true, true},
+		{"p50 missed", []sweepCell{cell(modeEventDriven, 150, 400, 8, 12), polling}, false, true, true, false, true},
+		{"p99 missed", []sweepCell{cell(modeEventDriven, 50, 600, 8, 12), polling}, true, false, true, false, true},
+		{"costlier", []sweepCell{cell(modeEventDriven, 50, 400, 11, 12), polling}, true, true, false, false, true},
+		{"no polling cell", []sweepCell{cell(modeEventDriven, 50, 400, 8, 12)}, false, false, false, false, false},
+		{"no event-driven cell", []sweepCell{polling}, false, false, false, false, false},
+		{"no samples", []sweepCell{cell(modeEventDriven, 0, 0, 0, 0), polling}, false, false, false, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := judge(tc.cells, "1s", modeEventDriven)
+			require.Equal(t, []bool{tc.p50, tc.p99, tc.ru, tc.pass}, []bool{j.P50, j.P99, j.RU, j.Pass})
+			require.Equal(t, tc.ratioed, j.StartP50 != nil)
+			rep := sweepReport{Cells: tc.cells, Judges: []sweepJudge{j}}
+			var out bytes.Buffer
+			rep.write(&out)
+			want := "→ NO"
+			if tc.pass {
+				want = "→ PASS"
+			}
+			require.Contains(t, out.String(), "1s     judge event-driven")
+			require.Contains(t, out.String(), want)
+		})
+	}
+}
+
+// TestSweepCounters: the request counters are summed over their label
+// sets, and a scrape without them is refused.
+func TestSweepCounters(t *testing.T) {
+	t.Parallel()
+	text := `# HELP durafeed_cosmos_request_units_total request units charged
+# TYPE durafeed_cosmos_request_units_total counter
+durafeed_cosmos_request_units_total{db_operation_name="batch",otel_scope_name="x y"} 45.5
+durafeed_cosmos_request_units_total{db_operation_name="read"} 4.5
+durafeed_cosmos_requests_total{db_operation_name="read",db_response_status_code="200"} 3
+durafeed_cosmos_requests_total 2
+durafeed_cosmos_request_units_total_other 1000
+durafeed_cosmos_request_duration_seconds_count{db_operation_name="read"} 7
+`
+	c, err := parseCounters(strings.NewReader(text))
+	require.NoError(t, err)
+	require.Equal(t, costs{RU: 50, Requests: 5}, c)
+	_, err = parseCounters(strings.NewReader("go_goroutines 12\n"))
+	require.Error(t, err)
+	_, err = parseCounters(strings.NewReader("durafeed_cosmos_requests_total{a=\"b\"} x\n"))
+	require.Error(t, err)
+}
+
+// TestSweepFlags: -sweep-loads and -sweep-samples are checked before
+// anything runs.
+func TestSweepFlags(t *testing.T) {
+	t.Parallel()
+	loads, err := parseLoads("100ms, 1s,60s")
+	require.NoError(t, err)
+	require.Equal(t, []sweepLoad{{"100ms", 100 * time.Millisecond}, {"1s", time.Second}, {"60s", time.Minute}}, loads)
+	for _, args := range [][]string{
+		{"-sweep", "-sweep-loads", "1s,fast"},
+		{"-sweep", "-sweep-loads", "0s"},
+		{"-sweep", "-sweep-loads", "1s,1000ms"},
+		{"-sweep", "-sweep-samples", "2"},
+		{"-sweep", "-sweep-duration", "0s"},
+	} {
+		var out, log bytes.Buffer
+		require.Error(t, realMain(context.Background(), args, &out, &log), "%v", args)
+		require.Empty(t, out.String(), "%v", args)
+	}
 }
