@@ -64,6 +64,9 @@ type Leases interface {
 	OwnerOf(index int) string
 	WakeEndpoint(replica string) (leasestore.WakeEndpoint, bool)
 	PeerEndpoints() []leasestore.WakeEndpoint
+	// WakesReported is what the live peers' heartbeats report of the
+	// peer wake frames they wrote to this replica.
+	WakesReported() []leasestore.WakesReport
 	Kick()
 }
 

@@ -247,5 +247,6 @@
 // siblings.go: the sibling wait and the await hold; fetch.go: the two
 // fetches; heads.go: the feed heads; hints.go: backlog hints; sweep.go:
 // the safety sweep and the deferred checks; peerwake.go and watch.go: the
-// peer wake channel and instance watches over it.
+// peer wake channel and instance watches over it; silent.go: finding a
+// channel that swallows the wakes sent on it.
 package engine

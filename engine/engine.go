@@ -306,11 +306,10 @@ func (e *Engine) startSession() (*session, error) {
 		OnExpired:  s.declaredDead,
 		OnWrote:    func() { e.kickPeers(s) },
 	}
-	recv, addr, key, err := e.receiverFor()
+	recv, err := e.receiverFor(&so)
 	if err != nil {
 		return nil, err
 	}
-	so.WakeAddr, so.WakeKey = addr, key
 	if e.be.Session == nil {
 		if recv != nil {
 			_ = recv.Close()
@@ -367,6 +366,9 @@ func (e *Engine) runSession(s *session) {
 	s.goLoop(func() { e.hintLoop(s) })
 	s.goLoop(func() { e.idleLoop(s) })
 	s.goLoop(func() { e.releaseLoop(s) })
+	if s.recv != nil {
+		s.goLoop(func() { e.silentLoop(s) })
+	}
 }
 
 // declaredDead is leasestore's OnExpired: holder's locks are to be freed.

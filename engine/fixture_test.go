@@ -93,6 +93,7 @@ func (l *fakeLeases) WakeEndpoint(string) (leasestore.WakeEndpoint, bool) {
 	return leasestore.WakeEndpoint{}, false
 }
 func (l *fakeLeases) PeerEndpoints() []leasestore.WakeEndpoint { return nil }
+func (l *fakeLeases) WakesReported() []leasestore.WakesReport  { return nil }
 
 func (l *fakeLeases) Kick() {
 	l.mu.Lock()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -15,6 +16,14 @@ const (
 	MetricSlotsOwned  = "durafeed.engine.slots.owned"
 	MetricFeedPending = "durafeed.engine.feed.pending"
 	MetricFeedLagAge  = "durafeed.engine.feed.lag"
+	// MetricPeerWakeSilent counts the peers found sending into a silent
+	// peer wake channel: a peer's heartbeat reports wake frames written
+	// to this replica, none arrived (once per peer each time it goes
+	// silent; no attributes, the log line names the peer).
+	MetricPeerWakeSilent = "durafeed.engine.peerwake.silent"
+	// MetricPeerWakePeersSilent is the number of peers whose channel to
+	// this replica is silent now.
+	MetricPeerWakePeersSilent = "durafeed.engine.peerwake.peers_silent"
 )
 
 // AttrQueue names the queue of a wake latency: orchestrator or worker.
@@ -23,8 +32,12 @@ const AttrQueue = attribute.Key("durafeed.queue")
 // meters are the engine's instruments and the registration of its
 // observed gauges (unregistered at Close).
 type meters struct {
-	wake metric.Float64Histogram
-	reg  metric.Registration
+	wake   metric.Float64Histogram
+	silent metric.Int64Counter
+	reg    metric.Registration
+	// peersSilent is the number of peers the session's check finds
+	// silent now (MetricPeerWakePeersSilent, PeerWakeStats.PeersSilent).
+	peersSilent atomic.Int64
 }
 
 // startMeters creates the instruments on mp (nil: no-op).
@@ -42,8 +55,15 @@ func (e *Engine) startMeters(mp metric.MeterProvider) {
 		metric.WithDescription("estimated changes not yet handled on the held leases' feeds (an upper bound; changefeed.RangeLag)"))
 	age, _ := m.Float64ObservableGauge(MetricFeedLagAge, metric.WithUnit("s"),
 		metric.WithDescription("age of the oldest change read or found but not yet handled (0: none)"))
+	e.met.silent, _ = m.Int64Counter(MetricPeerWakeSilent, metric.WithUnit("{peer}"),
+		metric.WithDescription("peers found silent: their heartbeat reports peer wake frames written to this replica, none arrived"))
+	silent, _ := m.Int64ObservableGauge(MetricPeerWakePeersSilent, metric.WithUnit("{peer}"),
+		metric.WithDescription("peers whose peer wake channel to this replica is silent now"))
 	e.met.reg, _ = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		o.ObserveInt64(owned, int64(e.ownedSet().Len()))
+		if e.opts.PeerWake != nil {
+			o.ObserveInt64(silent, e.met.peersSilent.Load())
+		}
 		s := e.sess.Load()
 		if s == nil || s.proc == nil {
 			return nil
@@ -68,7 +88,7 @@ func (e *Engine) startMeters(mp metric.MeterProvider) {
 		}
 		o.ObserveFloat64(age, a)
 		return nil
-	}, owned, pending, age)
+	}, owned, pending, age, silent)
 }
 
 // stopMeters unregisters the observed gauges.

@@ -36,7 +36,9 @@ type PeerWakeOptions struct {
 	// no leases (a client), read from the lease partition on demand: at
 	// most one read per ViewRefresh, and only while it sends (default
 	// 5 s). An owner change meanwhile sends a few wakes to the former
-	// owner, which ignores them.
+	// owner, which ignores them. A replica in dispatch compares, as
+	// often, the wake frames its peers' heartbeats report written to it
+	// with those it received (a silent channel: PeerWakeStats.PeersSilent).
 	ViewRefresh time.Duration
 }
 
@@ -127,13 +129,19 @@ type wakeState struct {
 	watchesSent atomic.Int64
 	changesSent atomic.Int64
 	changesGot  atomic.Int64
+	// silentFound counts peers found silent; silenceChecks the
+	// comparisons of a peer's report with what arrived (silent.go).
+	silentFound   atomic.Int64
+	silenceChecks atomic.Int64
 }
 
 // startPeerWake creates the sender and the view loop (stopped by Close).
 func (e *Engine) startPeerWake() error {
 	o := *e.opts.PeerWake
 	o.withDefaults()
-	snd, err := peerwake.NewSender(peerwake.SenderOptions{Logger: e.log, OnReply: e.onReply})
+	// The sender names itself to receivers that take hellos, so that they
+	// count what arrives per sender (silent.go).
+	snd, err := peerwake.NewSender(peerwake.SenderOptions{Logger: e.log, OnReply: e.onReply, Name: e.opts.ReplicaID})
 	if err != nil {
 		return err
 	}
@@ -179,6 +187,12 @@ func (e *Engine) viewLoop(ctx context.Context, w *wakeState) {
 			w.reads.Add(1)
 		}
 		w.mu.Unlock()
+		if err == nil && !e.isJoined() {
+			// The counts of frames written per replica are of use only for
+			// replicas that publish an endpoint (a session keeps them to
+			// its live peers).
+			w.sender.ForgetWritten(func(name string) bool { _, ok := v.Wake[name]; return ok })
+		}
 		w.firstReadOnce.Do(func() { close(w.firstRead) })
 		if err != nil && ctx.Err() == nil {
 			e.log.Info("peer wake: reading the lease view failed", zap.Error(err))
@@ -215,25 +229,29 @@ func (e *Engine) waitPeerView(ctx context.Context) error {
 	}
 }
 
-// receiverFor creates a session's wake receiver and returns it with the
-// endpoint and key to publish (nil when the channel is off).
-func (e *Engine) receiverFor() (*peerwake.Receiver, string, string, error) {
+// receiverFor creates a session's wake receiver (nil when the channel is
+// off) and sets what the session's heartbeat publishes of the channel in
+// so: the endpoint and key, that the receiver takes hellos, and the
+// frames the sender wrote to each replica.
+func (e *Engine) receiverFor(so *leasestore.Options) (*peerwake.Receiver, error) {
 	if e.wake == nil {
-		return nil, "", "", nil
+		return nil, nil
 	}
 	secret, err := peerwake.NewSecret()
 	if err != nil {
-		return nil, "", "", err
+		return nil, err
 	}
 	r, err := peerwake.NewReceiver(peerwake.ReceiverOptions{Listen: e.wake.opts.Listen, Secret: secret, OnWake: e.onPeerWake, Logger: e.log})
 	if err != nil {
-		return nil, "", "", err
+		return nil, err
 	}
 	addr := e.wake.opts.Advertise
 	if addr == "" {
 		addr = r.Addr().String()
 	}
-	return r, addr, secret.Encode(), nil
+	so.WakeAddr, so.WakeKey, so.WakeHello = addr, secret.Encode(), true
+	so.WakesSent = e.wake.sender.WrittenTo
+	return r, nil
 }
 
 // onPeerWake signals a received wake on the local hub, for an owned slot
@@ -344,12 +362,22 @@ func (e *Engine) ownerPeer(slot int) (peerwake.Peer, bool) {
 		e.wake.noPeer.Add(1)
 		return peerwake.Peer{}, false
 	}
+	p, ok := peerAt(ep)
+	if !ok {
+		e.wake.noPeer.Add(1)
+	}
+	return p, ok
+}
+
+// peerAt is the peer a wake endpoint names: its frames are counted under
+// its replica (peerwake.Sender.WrittenTo), and its connections begin with
+// a hello when it takes them. ok is false for an unreadable key.
+func peerAt(ep leasestore.WakeEndpoint) (peerwake.Peer, bool) {
 	secret, err := peerwake.ParseSecret(ep.Key)
 	if err != nil {
-		e.wake.noPeer.Add(1)
 		return peerwake.Peer{}, false
 	}
-	return peerwake.Peer{Addr: ep.Addr, Secret: secret}, true
+	return peerwake.Peer{Addr: ep.Addr, Secret: secret, Name: ep.Replica, Hello: ep.Hello}, true
 }
 
 // kickPeers tells the other replicas of s's lease group, over the peer
@@ -362,12 +390,12 @@ func (e *Engine) kickPeers(s *session) {
 		return
 	}
 	for _, ep := range s.store.PeerEndpoints() {
-		secret, err := peerwake.ParseSecret(ep.Key)
-		if err != nil {
+		p, ok := peerAt(ep)
+		if !ok {
 			w.noPeer.Add(1)
 			continue
 		}
-		if err := w.sender.Send(peerwake.Peer{Addr: ep.Addr, Secret: secret}, peerwake.Wake{Hub: peerwake.HubLeases, Key: e.opts.ReplicaID}); err != nil {
+		if err := w.sender.Send(p, peerwake.Wake{Hub: peerwake.HubLeases, Key: e.opts.ReplicaID}); err != nil {
 			w.dropped.Add(1)
 			continue
 		}
@@ -454,6 +482,15 @@ type PeerWakeStats struct {
 	// the current session, if any).
 	Sender   peerwake.SenderStats
 	Receiver peerwake.ReceiverStats
+	// PeersSilent is how many live peers the current session finds
+	// sending into a silent channel now: their heartbeats report at
+	// least 3 wake frames written to this replica since the last that
+	// arrived, and none arrived (DESIGN §6a; 0 without a session).
+	// SilentFound counts the times a peer was found so (each logged at
+	// warn level, MetricPeerWakeSilent); SilenceChecks the comparisons of
+	// a peer's report with what arrived, made each ViewRefresh once a
+	// lease expiry has passed since the last frame from it arrived.
+	PeersSilent, SilentFound, SilenceChecks int64
 }
 
 // PeerWakeStats returns the channel's counters.
@@ -465,7 +502,8 @@ func (e *Engine) PeerWakeStats() PeerWakeStats {
 	st := PeerWakeStats{Sent: w.sent.Load(), Dropped: w.dropped.Load(), NoPeer: w.noPeer.Load(),
 		Received: w.got.Load(), Ignored: w.ignored.Load(), Sender: w.sender.Stats(), ViewReads: w.reads.Load(),
 		LeaseKicksSent: w.leaseKicks.Load(), LeaseKicksReceived: w.kicked.Load(),
-		WatchesSent: w.watchesSent.Load(), ChangesSent: w.changesSent.Load(), ChangesReceived: w.changesGot.Load()}
+		WatchesSent: w.watchesSent.Load(), ChangesSent: w.changesSent.Load(), ChangesReceived: w.changesGot.Load(),
+		PeersSilent: e.met.peersSilent.Load(), SilentFound: w.silentFound.Load(), SilenceChecks: w.silenceChecks.Load()}
 	w.mu.Lock()
 	for _, o := range w.view.Owners {
 		if _, ok := w.view.Wake[o]; ok && o != "" {

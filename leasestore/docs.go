@@ -81,6 +81,13 @@ type ownerDoc struct {
 	// (Options.WakeAddr, WakeKey), absent when it has none.
 	WakeAddr string `json:"wakeAddr,omitempty"`
 	WakeKey  string `json:"wakeKey,omitempty"`
+	// WakeHello reports that the receiver takes hello frames
+	// (Options.WakeHello).
+	WakeHello bool `json:"wakeHello,omitempty"`
+	// WakesSent counts, per other replica, the peer wake frames this
+	// replica's process has written to it (Options.WakesSent): non-zero
+	// counts of replicas with a heartbeat document only.
+	WakesSent map[string]uint64 `json:"wakesSent,omitempty"`
 }
 
 // stored is a document as read back: its body plus system properties.

@@ -39,8 +39,8 @@ func (s *Store) register(ctx context.Context) error {
 	s.mu.Lock()
 	s.tried[inc] = true
 	s.mu.Unlock()
-	doc := ownerDoc{ID: id, Type: typeOwner, Replica: s.id, Incarnation: inc, Seq: seq + 1, State: stateLive, WrittenAt: wallString(s.opts.WallClock()),
-		WakeAddr: s.opts.WakeAddr, WakeKey: s.opts.WakeKey}
+	doc := ownerDoc{ID: id, Type: typeOwner, Replica: s.id, Incarnation: inc, Seq: seq + 1, State: stateLive, WrittenAt: wallString(s.opts.WallClock())}
+	s.wakeFields(&doc)
 	body, err := encodeDoc(doc, m.pkProp, s.opts.PartitionKeyValue)
 	if err != nil {
 		return err
@@ -149,8 +149,8 @@ func (s *Store) beat(ctx context.Context) error {
 	s.mu.Lock()
 	inc, seq, etag := s.incarnation, s.mySeq, s.myETag
 	s.mu.Unlock()
-	doc := ownerDoc{ID: ownerID(s.id), Type: typeOwner, Replica: s.id, Incarnation: inc, Seq: seq + 1, State: stateLive, WrittenAt: wallString(s.opts.WallClock()),
-		WakeAddr: s.opts.WakeAddr, WakeKey: s.opts.WakeKey}
+	doc := ownerDoc{ID: ownerID(s.id), Type: typeOwner, Replica: s.id, Incarnation: inc, Seq: seq + 1, State: stateLive, WrittenAt: wallString(s.opts.WallClock())}
+	s.wakeFields(&doc)
 	body, err := encodeDoc(doc, m.pkProp, s.opts.PartitionKeyValue)
 	if err != nil {
 		return err

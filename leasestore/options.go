@@ -144,6 +144,22 @@ type Options struct {
 	// Store.WakeEndpoint, clients with ReadView.
 	WakeAddr, WakeKey string
 
+	// WakeHello, when set, is published beside WakeAddr: the receiver
+	// takes hello frames (package peerwake), so senders may name
+	// themselves on their connections to it (WakeEndpoint.Hello).
+	WakeHello bool
+
+	// WakesSent, when set, is called at every write of the heartbeat
+	// document (from the heartbeat goroutine, without the Store's lock;
+	// it must return quickly) for the number of peer wake frames this
+	// process has written to each replica, by ReplicaID, counted from a
+	// start of its own (the engine: its sender's). The heartbeat
+	// publishes the non-zero counts of replicas that have a heartbeat
+	// document, so that each can compare them with what it received
+	// (Store.WakesReported). A count that falls, or a new incarnation,
+	// tells an observer the counting started again.
+	WakesSent func() map[string]uint64
+
 	// WallClock is the wall-clock source used only for informational
 	// timestamps written into documents (checkpointAt, acquiredAt,
 	// writtenAt). Liveness never reads it: expiry is measured on the
@@ -158,6 +174,7 @@ var reservedProps = map[string]bool{
 	"epoch": true, "rev": true, "continuation": true, "checkpointAt": true,
 	"acquiredAt": true, "stealBy": true, "replica": true, "incarnation": true,
 	"seq": true, "state": true, "expiredBy": true, "writtenAt": true,
+	"wakeHello": true, "wakesSent": true,
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -3,15 +3,25 @@ package leasestore
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 )
 
 // WakeEndpoint is a replica's published peer wake endpoint
-// (Options.WakeAddr and WakeKey).
+// (Options.WakeAddr, WakeKey and WakeHello).
 type WakeEndpoint struct {
+	// Replica is the ReplicaID that publishes it.
+	Replica   string
 	Addr, Key string
+	// Hello: the receiver takes hello frames (Options.WakeHello).
+	Hello bool
+}
+
+// endpointOf returns the endpoint a heartbeat document publishes.
+func endpointOf(d *ownerDoc) WakeEndpoint {
+	return WakeEndpoint{Replica: d.Replica, Addr: d.WakeAddr, Key: d.WakeKey, Hello: d.WakeHello}
 }
 
 // WakeEndpoint returns the wake endpoint replica publishes, as this
@@ -19,7 +29,7 @@ type WakeEndpoint struct {
 // live and publishes one.
 func (s *Store) WakeEndpoint(replica string) (WakeEndpoint, bool) {
 	if replica == s.id {
-		return WakeEndpoint{Addr: s.opts.WakeAddr, Key: s.opts.WakeKey}, s.opts.WakeAddr != ""
+		return WakeEndpoint{Replica: s.id, Addr: s.opts.WakeAddr, Key: s.opts.WakeKey, Hello: s.opts.WakeHello}, s.opts.WakeAddr != ""
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -27,7 +37,7 @@ func (s *Store) WakeEndpoint(replica string) (WakeEndpoint, bool) {
 	if m == nil || !s.memberLiveLocked(m, time.Now()) || m.doc.WakeAddr == "" {
 		return WakeEndpoint{}, false
 	}
-	return WakeEndpoint{Addr: m.doc.WakeAddr, Key: m.doc.WakeKey}, true
+	return endpointOf(&m.doc), true
 }
 
 // PeerEndpoints returns the wake endpoints of the other replicas that
@@ -39,10 +49,61 @@ func (s *Store) PeerEndpoints() []WakeEndpoint {
 	var out []WakeEndpoint
 	for r, m := range s.members {
 		if r != s.id && m.doc.WakeAddr != "" && s.memberLiveLocked(m, now) {
-			out = append(out, WakeEndpoint{Addr: m.doc.WakeAddr, Key: m.doc.WakeKey})
+			out = append(out, endpointOf(&m.doc))
 		}
 	}
 	return out
+}
+
+// WakesReport is what another replica's heartbeat document says of the
+// peer wake frames it wrote to this replica (Options.WakesSent).
+type WakesReport struct {
+	// Replica and Incarnation name the registration that published it: a
+	// new incarnation may have started counting anew.
+	Replica, Incarnation string
+	// Sent is its count of frames written to this replica (0 when it
+	// publishes none).
+	Sent uint64
+}
+
+// WakesReported returns, for every other replica this one last saw live,
+// its latest heartbeat's count of peer wake frames written to this
+// replica, ordered by ReplicaID.
+func (s *Store) WakesReported() []WakesReport {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	var out []WakesReport
+	for r, m := range s.members {
+		if r != s.id && s.memberLiveLocked(m, now) {
+			out = append(out, WakesReport{Replica: r, Incarnation: m.doc.Incarnation, Sent: m.doc.WakesSent[s.id]})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Replica < out[j].Replica })
+	return out
+}
+
+// wakeFields sets the peer wake fields of this replica's heartbeat
+// document d: the endpoint, and the non-zero counts of frames written to
+// replicas with a heartbeat document (so the map stays as small as the
+// membership).
+func (s *Store) wakeFields(d *ownerDoc) {
+	d.WakeAddr, d.WakeKey, d.WakeHello = s.opts.WakeAddr, s.opts.WakeKey, s.opts.WakeHello
+	if s.opts.WakesSent == nil {
+		return
+	}
+	sent := s.opts.WakesSent()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for r, n := range sent {
+		if _, ok := s.members[r]; !ok || n == 0 || r == s.id {
+			continue
+		}
+		if d.WakesSent == nil {
+			d.WakesSent = make(map[string]uint64, len(sent))
+		}
+		d.WakesSent[r] = n
+	}
 }
 
 // Kick makes the lease watch read the lease partition's change feed now,
@@ -93,7 +154,7 @@ func ReadView(ctx context.Context, container *azcosmos.ContainerClient, pkValue 
 			case d.lease != nil && d.lease.Index >= 0 && d.lease.Index < blocks:
 				v.Owners[d.lease.Index] = d.lease.Owner
 			case d.owner != nil && d.owner.State == stateLive && d.owner.WakeAddr != "":
-				v.Wake[d.owner.Replica] = WakeEndpoint{Addr: d.owner.WakeAddr, Key: d.owner.WakeKey}
+				v.Wake[d.owner.Replica] = endpointOf(d.owner)
 			}
 		}
 	}

@@ -43,12 +43,12 @@
 // uint16 counting the frame's bytes. A frame is, big-endian:
 //
 //	offset size field
-//	     0    1 version: 0xD1 or 0xD2 (magic and format version in one byte)
+//	     0    1 version: 0xD1, 0xD2 or 0xD3 (magic and format version in one byte)
 //	     1    8 KeyID of the signing secret
 //	     9    8 sent-at, Unix milliseconds (signed)
 //	    17    8 nonce, random
 //	    25    1 hub: 'o' (HubOrchestrator), 'w' (HubWorker), 'l' (HubLeases),
-//	             'v' (HubWatch) or 'c' (HubChanged)
+//	             'v' (HubWatch), 'c' (HubChanged) or 'h' (hello)
 //	    26    2 slot, 0..255
 //	    28    8 visible-at, Unix milliseconds (signed), rounded up
 //	    36    2 key length, 1..MaxKeyBytes (1100)
@@ -68,16 +68,18 @@
 // the same layout, adds 'v' and 'c' (see Watches). A sender writes 'o',
 // 'w' and 'l' frames with 0xD1, so that receivers of the first version
 // keep taking them, and 'v' frames with 0xD2; a receiver writes 'c' frames
-// with 0xD2. A receiver takes 0xD1 with 'o', 'w', 'l' and 0xD2 with 'o',
-// 'w', 'l', 'v'; a 'c' frame reaching it is malformed. A sender's reader
+// with 0xD2. A receiver takes 0xD1 with 'o', 'w', 'l', 0xD2 with 'o',
+// 'w', 'l', 'v' and 0xD3 with 'h'; a 'c' frame reaching it is malformed. A sender's reader
 // takes only 0xD2 'c' frames. A receiver closes the connection of a frame
 // it cannot parse, so a receiver of the first version closes a connection
 // that carries a 0xD2 frame: the watch is lost, with the wakes written
 // after it in the same batch, and the sender backs off before it redials
 // (see Transport). That costs the client latency only, since it still
 // polls, and the wakes' owner latency only, since its feed still delivers
-// the writes. An empty key is invalid: a wake names an instance, and the hub's
-// slot-wide Scan is not something a peer may ask for. Times are
+// the writes. 0xD3, the same layout again, carries only 'h', a hello (see
+// Hellos), sender to receiver. An empty key is invalid: a wake names an
+// instance, and the hub's slot-wide Scan is not something a peer may ask
+// for. Times are
 // milliseconds since the Unix epoch; visible-at is rounded up so that a
 // wake never becomes takeable before its work is visible, and the zero
 // time.Time round-trips as the zero instant.
@@ -90,6 +92,24 @@
 // only dropped, since it comes from a holder of the secret (a sender with
 // a skewed clock, or a burst) whose next frame may pass. Every outcome is
 // counted in ReceiverStats.
+//
+// # Hellos
+//
+// A receiver cannot tell from a wake who sent it, so a sender names
+// itself once per connection: a Sender with a Name writes a hello frame
+// (version 0xD3, hub 'h', slot 0, key the sender's name) before the
+// first wake on each connection it dials to a peer with Peer.Hello set,
+// in the same write. The receiver checks it as it checks a wake (the
+// window and the nonce cache, but not the rate limit: one hello a
+// connection, connections bounded), hands it to no OnWake, and counts
+// the authenticated frames that follow on the connection under the name
+// (Receiver.ReceivedFrom); the sender counts the frames it writes per
+// Peer.Name (Sender.WrittenTo). Comparing the two finds a channel that
+// swallows frames (the engine does, through the heartbeats). A receiver
+// of an earlier version closes a connection carrying a 0xD3 frame, so a
+// sender sets Hello only for a receiver that publishes that it takes
+// hellos. A name is a claim by a holder of the secret, which may forge
+// wakes anyway: it is used for counting, never to authorise.
 //
 // # Transport
 //

@@ -38,6 +38,14 @@ const (
 	HubChanged byte = 'c'
 )
 
+// hubHello is the hub of a hello frame: the first frame a Sender writes
+// on a connection to a peer that takes hellos (Peer.Hello), naming the
+// sender (SenderOptions.Name) in Key, Slot 0, VisibleAt unused. It is
+// not a Wake: Send refuses it and a Receiver never hands it to OnWake;
+// the receiver counts the frames that follow on the connection under
+// that name (Receiver.ReceivedFrom).
+const hubHello byte = 'h'
+
 // Wire limits.
 const (
 	// MaxKeyBytes is the longest Wake.Key, in bytes.
@@ -68,12 +76,20 @@ const (
 	// (receiver back to sender); a receiver also takes the first
 	// version's hubs with it.
 	frameVersionWatch byte = 0xD2
+	// frameVersionHello carries hubHello only, sender to receiver. A
+	// receiver of an earlier version closes a connection that carries
+	// one, so a sender writes it only to a peer that publishes that it
+	// takes hellos (Peer.Hello).
+	frameVersionHello byte = 0xD3
 )
 
 // versionFor returns the version byte a frame of hub is written with.
 func versionFor(hub byte) byte {
-	if hub == HubWatch || hub == HubChanged {
+	switch hub {
+	case HubWatch, HubChanged:
 		return frameVersionWatch
+	case hubHello:
+		return frameVersionHello
 	}
 	return frameVersion
 }
@@ -83,8 +99,9 @@ func versionFor(hub byte) byte {
 type direction uint8
 
 const (
-	// toReceiver: a wake or a watch, from a Sender to a Receiver; 0xD1
-	// with hubs o, w, l, or 0xD2 with hubs o, w, l, v.
+	// toReceiver: a wake, a watch or a hello, from a Sender to a
+	// Receiver; 0xD1 with hubs o, w, l, 0xD2 with hubs o, w, l, v, or
+	// 0xD3 with hub h.
 	toReceiver direction = iota
 	// toSender: a reply, from a Receiver back to the Sender whose
 	// connection carried the watch; 0xD2 with hub c only.
@@ -102,6 +119,8 @@ func (d direction) accepts(version, hub byte) bool {
 		return wake
 	case version == frameVersionWatch:
 		return wake || hub == HubWatch
+	case version == frameVersionHello:
+		return hub == hubHello
 	}
 	return false
 }
@@ -300,7 +319,7 @@ func parseFrame(b []byte, d direction) (frame, error) {
 	if len(b) < MinFrameBytes || len(b) > MaxFrameBytes {
 		return f, fmt.Errorf("%w: length %d outside [%d, %d]", errMalformed, len(b), MinFrameBytes, MaxFrameBytes)
 	}
-	if v := b[offVersion]; v != frameVersion && v != frameVersionWatch {
+	if v := b[offVersion]; v != frameVersion && v != frameVersionWatch && v != frameVersionHello {
 		return f, fmt.Errorf("%w: version byte %#x", errMalformed, v)
 	}
 	keyLen := int(binary.BigEndian.Uint16(b[offKeyLen:]))
@@ -317,7 +336,7 @@ func parseFrame(b []byte, d direction) (frame, error) {
 		Key:       string(b[headerBytes : headerBytes+keyLen]),
 		VisibleAt: time.UnixMilli(int64(binary.BigEndian.Uint64(b[offVisibleAt:]))).UTC(),
 	}
-	if err := f.wake.Validate(); err != nil {
+	if err := validFrameWake(f.wake); err != nil {
 		return frame{}, fmt.Errorf("%w: %w", errMalformed, err)
 	}
 	if !d.accepts(f.version, f.wake.Hub) {
@@ -326,6 +345,18 @@ func parseFrame(b []byte, d direction) (frame, error) {
 	f.signed = b[:len(b)-MACBytes]
 	f.tag = b[len(b)-MACBytes:]
 	return f, nil
+}
+
+// validFrameWake is Wake.Validate, extended to the hello frame, which
+// names its sender in Key and carries slot 0.
+func validFrameWake(w Wake) error {
+	if w.Hub != hubHello {
+		return w.Validate()
+	}
+	if w.Slot != 0 || len(w.Key) == 0 || len(w.Key) > MaxKeyBytes {
+		return fmt.Errorf("%w: hello with slot %d and a name of %d bytes", ErrInvalidWake, w.Slot, len(w.Key))
+	}
+	return nil
 }
 
 // authenticate parses b, one frame without its length prefix travelling

@@ -24,6 +24,7 @@ func FuzzDecode(f *testing.F) {
 		{Hub: HubLeases, Slot: 0, Key: "replica"},
 		{Hub: HubWatch, Slot: 17, Key: "instance"},
 		{Hub: HubChanged, Slot: 17, Key: "instance"},
+		{Hub: hubHello, Key: "replica"},
 	} {
 		b := body(encode(fuzzSecret, t0, nonceOf(uint64(i)), w))
 		f.Add(b)
@@ -33,6 +34,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{frameVersion})
 	f.Add([]byte{frameVersionWatch})
+	f.Add([]byte{frameVersionHello})
 	id, mac := fuzzSecret.KeyID(), newMAC(fuzzSecret)
 	scratch := make([]byte, 0, MACBytes)
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -47,7 +49,7 @@ func FuzzDecode(f *testing.F) {
 				continue
 			}
 			parsed++
-			if err := p.wake.Validate(); err != nil {
+			if err := validFrameWake(p.wake); err != nil {
 				t.Fatalf("parsed an invalid wake: %v", err)
 			}
 			if !d.accepts(p.version, p.wake.Hub) {

@@ -62,6 +62,18 @@ func (g *gate) admit(nonce [nonceBytes]byte, exp, now int64) verdict {
 	return deliver
 }
 
+// admitUnmetered is admit without the rate limit, for a hello frame: at
+// most one per connection is acted on, and connections are bounded
+// (MaxConns), so hellos need no tokens, and a burst of wakes cannot make
+// a connection lose its name. It returns deliver or replayed.
+func (g *gate) admitUnmetered(nonce [nonceBytes]byte, exp, now int64) verdict {
+	if e, ok := g.seen[nonce]; ok && e >= now {
+		return replayed
+	}
+	g.remember(nonce, exp, now)
+	return deliver
+}
+
 // take takes one token if there is one, after refilling for the time since
 // the last refill. A clock that steps back refills nothing.
 func (g *gate) take(now int64) bool {

@@ -44,6 +44,12 @@ const (
 // Reply.Send drops a reply when it is full.
 const replyQueueLen = 64
 
+// maxSenderNames bounds the sender names a Receiver counts frames under
+// (ReceivedFrom): names come from hellos, which only holders of the
+// secret can write, and a caller forgets those it no longer needs
+// (ForgetSenders). A hello naming one more is not counted.
+const maxSenderNames = 1024
+
 // maxRateLimit bounds MaxRate and Burst, far above any use, so that token
 // arithmetic cannot overflow.
 const maxRateLimit = 1_000_000_000
@@ -167,6 +173,9 @@ type ReceiverStats struct {
 	// invalid, the connection ended, its reply queue full, a failed
 	// write, or queued when the connection ended.
 	RepliesDropped uint64
+	// Hellos counts connections named by a hello frame (see
+	// ReceivedFrom). A hello is not a wake: it is not in Accepted.
+	Hellos uint64
 }
 
 // Receiver listens for wake frames and delivers the authentic ones to
@@ -191,6 +200,9 @@ type Receiver struct {
 	conns  map[*rconn]struct{}
 	seq    uint64
 	closed bool
+	// senders counts authenticated frames per name a hello gave their
+	// connection (ReceivedFrom), at most maxSenderNames names.
+	senders map[string]*senderCount
 
 	wg        sync.WaitGroup // the accept loop, every connection goroutine and reply writer
 	done      chan struct{}  // closed by Close
@@ -199,7 +211,13 @@ type Receiver struct {
 
 	accepted, badFrames, unknownKey, badMAC, stale, replayed, rateLimited atomic.Uint64
 	connsAccepted, connsRefused, connsEvicted                             atomic.Uint64
-	repliesSent, repliesDropped                                           atomic.Uint64
+	repliesSent, repliesDropped, hellos                                   atomic.Uint64
+}
+
+// senderCount counts the frames received under one sender name.
+type senderCount struct {
+	n     atomic.Uint64
+	conns int // connections named so now; guarded by Receiver.mu
 }
 
 // keyState is the current secret and its KeyID.
@@ -213,6 +231,10 @@ type rconn struct {
 	c      net.Conn
 	seq    uint64 // acceptance order
 	authed bool   // delivered an authenticated frame; guarded by Receiver.mu
+	// from counts the frames of a connection its hello named; nil
+	// before (or without) one. Set by the connection's serve goroutine
+	// under Receiver.mu, read there without it.
+	from *senderCount
 }
 
 // NewReceiver validates opts, listens on opts.Listen and starts serving.
@@ -288,6 +310,7 @@ func NewReceiver(opts ReceiverOptions) (*Receiver, error) {
 		ln:           ln,
 		gate:         newGate(opts.MaxRate, opts.Burst, opts.ReplayCacheSize),
 		conns:        make(map[*rconn]struct{}),
+		senders:      make(map[string]*senderCount),
 		done:         make(chan struct{}),
 	}
 	r.key.Store(&keyState{secret: opts.Secret, id: opts.Secret.KeyID()})
@@ -335,7 +358,60 @@ func (r *Receiver) Stats() ReceiverStats {
 		Conns:          conns,
 		RepliesSent:    r.repliesSent.Load(),
 		RepliesDropped: r.repliesDropped.Load(),
+		Hellos:         r.hellos.Load(),
 	}
+}
+
+// ReceivedFrom returns, per sender name, the authenticated frames other
+// than hellos (delivered, or dropped as stale, replayed or rate-limited)
+// received on connections a hello frame named with it, since the
+// name was first seen or last forgotten. A sender names its connections
+// when its peer publishes that it takes hellos (Peer.Hello) and it has a
+// name (SenderOptions.Name); frames of other connections are counted in
+// ReceiverStats only. At most 1024 names are counted at once.
+func (r *Receiver) ReceivedFrom() map[string]uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]uint64, len(r.senders))
+	for name, c := range r.senders {
+		out[name] = c.n.Load()
+	}
+	return out
+}
+
+// ForgetSenders forgets the counts of the sender names keep refuses and
+// no open connection carries (a name in use is kept): a caller whose set
+// of peers changes calls it so that the counts stay bounded. A name seen
+// again counts from zero.
+func (r *Receiver) ForgetSenders(keep func(name string) bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name, c := range r.senders {
+		if c.conns == 0 && !keep(name) {
+			delete(r.senders, name)
+		}
+	}
+}
+
+// nameConn counts rc's frames under name from now on, unless it already
+// has a name or maxSenderNames other names are counted.
+func (r *Receiver) nameConn(rc *rconn, name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rc.from != nil {
+		return
+	}
+	c := r.senders[name]
+	if c == nil {
+		if len(r.senders) >= maxSenderNames {
+			return
+		}
+		c = &senderCount{}
+		r.senders[name] = c
+	}
+	c.conns++
+	rc.from = c
+	r.hellos.Add(1)
 }
 
 // Close stops the listener, closes every connection and waits for the
@@ -438,6 +514,9 @@ func (r *Receiver) admitConn(c net.Conn) {
 func (r *Receiver) release(rc *rconn) {
 	r.mu.Lock()
 	delete(r.conns, rc)
+	if rc.from != nil {
+		rc.from.conns--
+	}
 	r.mu.Unlock()
 	_ = rc.c.Close()
 }
@@ -515,6 +594,19 @@ func (r *Receiver) serve(rc *rconn) {
 			return
 		}
 		now := r.now().UnixMilli()
+		if f.wake.Hub == hubHello {
+			if !r.hello(rc, f, now) {
+				return
+			}
+			if !authed {
+				authed = true
+				r.markAuthed(rc)
+			}
+			continue
+		}
+		if rc.from != nil {
+			rc.from.n.Add(1)
+		}
 		if f.sentAt < now-r.windowMs || f.sentAt > now+r.windowMs {
 			r.stale.Add(1)
 			continue
@@ -543,6 +635,26 @@ func (r *Receiver) serve(rc *rconn) {
 		r.accepted.Add(1)
 		r.onWake(f.wake)
 	}
+}
+
+// hello acts on an authenticated hello frame f received at now (Unix
+// ms): a stale one is dropped, a replayed one refused (false: close the
+// connection), and otherwise the connection is named, if it was not yet.
+// It takes no token of the rate limit (see gate.admitUnmetered).
+func (r *Receiver) hello(rc *rconn, f frame, now int64) bool {
+	if f.sentAt < now-r.windowMs || f.sentAt > now+r.windowMs {
+		r.stale.Add(1)
+		return true
+	}
+	r.gateMu.Lock()
+	v := r.gate.admitUnmetered(f.nonce, f.sentAt+r.windowMs, now)
+	r.gateMu.Unlock()
+	if v == replayed {
+		r.refuse(rc, &r.replayed, "replayed hello")
+		return false
+	}
+	r.nameConn(rc, f.wake.Key)
+	return true
 }
 
 // closedChan is closed: the Done of a nil *Reply.

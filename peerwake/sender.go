@@ -62,6 +62,18 @@ type Peer struct {
 	// incarnation at the same address (new secret) gets its own queue and
 	// connection, and the old one's ends after SenderOptions.IdleTimeout.
 	Secret Secret
+	// Name, when set, names the receiver (the engine: its replica id):
+	// the frames written to it are counted under Name (Sender.WrittenTo).
+	// Give a receiver the same Name on every Send: a peer is identified by
+	// all its fields.
+	Name string
+	// Hello reports that the receiver takes hello frames (it publishes
+	// so beside its address): each connection to it then begins with a
+	// hello naming this sender (SenderOptions.Name), so that it counts
+	// what arrives per sender (Receiver.ReceivedFrom). Receivers of
+	// earlier versions close a connection that carries a hello: leave it
+	// false unless the receiver says it takes them.
+	Hello bool
 }
 
 // SenderOptions configures a Sender. The zero value is valid: every field
@@ -111,6 +123,10 @@ type SenderOptions struct {
 	// dropped; the connection stays open, as a receiver keeps it open for
 	// a stale wake.
 	ReplyWindow time.Duration
+	// Name is this sender's name (the engine: its replica id), at most
+	// MaxKeyBytes bytes, written in a hello frame at the start of every
+	// connection to a peer whose Hello is set. Empty: no hellos.
+	Name string
 
 	// hooks are test hooks; nil outside tests.
 	hooks *senderHooks
@@ -187,6 +203,8 @@ type Sender struct {
 	// drained is closed (and replaced) each time it falls to zero.
 	pending int
 	drained chan struct{}
+	// written counts the frames written per Peer.Name (WrittenTo).
+	written map[string]uint64
 
 	sent, dropped, dialFailures, writeFailures atomic.Uint64
 	repliesReceived, repliesRefused            atomic.Uint64
@@ -232,6 +250,8 @@ func NewSender(opts SenderOptions) (*Sender, error) {
 		return nil, fmt.Errorf("peerwake: SenderOptions.MaxBackoff %v is below MinBackoff %v", opts.MaxBackoff, opts.MinBackoff)
 	case opts.ReplyWindow < time.Millisecond:
 		return nil, fmt.Errorf("peerwake: SenderOptions.ReplyWindow %v is below 1ms", opts.ReplyWindow)
+	case len(opts.Name) > MaxKeyBytes:
+		return nil, fmt.Errorf("peerwake: SenderOptions.Name is %d bytes, more than %d", len(opts.Name), MaxKeyBytes)
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
@@ -251,6 +271,7 @@ func NewSender(opts SenderOptions) (*Sender, error) {
 		cancel:  cancel,
 		peers:   make(map[Peer]*peer),
 		drained: make(chan struct{}),
+		written: make(map[string]uint64),
 	}, nil
 }
 
@@ -312,6 +333,34 @@ func (s *Sender) Stats() SenderStats {
 		Peers:           peers,
 		RepliesReceived: s.repliesReceived.Load(),
 		RepliesRefused:  s.repliesRefused.Load(),
+	}
+}
+
+// WrittenTo returns, per Peer.Name, how many frames were written to
+// connections to peers of that name (Sent, split by name; peers without
+// a Name are left out), since the name was first written to or last
+// forgotten. Written means handed to the connection, not read by the
+// receiver; hellos are not counted.
+func (s *Sender) WrittenTo() map[string]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]uint64, len(s.written))
+	for name, n := range s.written {
+		out[name] = n
+	}
+	return out
+}
+
+// ForgetWritten forgets the WrittenTo counts of the names keep refuses,
+// so that a caller whose peers come and go keeps them bounded. A name
+// written to again counts from zero.
+func (s *Sender) ForgetWritten(keep func(name string) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name := range s.written {
+		if !keep(name) {
+			delete(s.written, name)
+		}
 	}
 }
 
@@ -438,6 +487,7 @@ func (s *Sender) run(p *peer) {
 		case w := <-p.queue:
 			var n int
 			buf, n = appendBatch(buf[:0], mac, id, s.opts.Now, w, p.queue)
+			out := buf
 			if cn == nil && !time.Now().Before(retryAt) {
 				var err error
 				if cn, err = s.dial(p.to); err != nil {
@@ -446,12 +496,16 @@ func (s *Sender) run(p *peer) {
 						s.log.Debug("peer wake dial failed", zap.String("peer", p.to.Addr), zap.Error(err))
 						failed()
 					}
+				} else if p.to.Hello && s.opts.Name != "" {
+					// A new connection: the hello goes first, in the
+					// same write.
+					out = append(s.appendHello(nil, mac, id), buf...)
 				}
 			}
 			switch {
 			case cn == nil:
 				s.dropped.Add(uint64(n))
-			case s.write(cn, buf) != nil:
+			case s.write(cn, out) != nil:
 				s.dropped.Add(uint64(n))
 				if s.ctx.Err() == nil {
 					s.writeFailures.Add(1)
@@ -460,6 +514,11 @@ func (s *Sender) run(p *peer) {
 				}
 			default:
 				s.sent.Add(uint64(n))
+				if p.to.Name != "" {
+					s.mu.Lock()
+					s.written[p.to.Name] += uint64(n)
+					s.mu.Unlock()
+				}
 			}
 			s.settle(n)
 			s.opts.hooks.batchDone(p.to.Addr)
@@ -488,6 +547,13 @@ func appendBatch(buf []byte, mac hash.Hash, id KeyID, now func() time.Time, w Wa
 			return buf, n
 		}
 	}
+}
+
+// appendHello appends a hello frame naming this sender to buf.
+func (s *Sender) appendHello(buf []byte, mac hash.Hash, id KeyID) []byte {
+	var nonce [nonceBytes]byte
+	_, _ = rand.Read(nonce[:])
+	return appendFrame(buf, mac, id, s.opts.Now(), nonce, Wake{Hub: hubHello, Key: s.opts.Name})
 }
 
 // dial connects to the peer and starts the connection's reader (see
