@@ -77,6 +77,9 @@ type ownerDoc struct {
 	ExpiredBy string `json:"expiredBy,omitempty"`
 	// WrittenAt is the writer's wall clock (RFC 3339), informational only.
 	WrittenAt string `json:"writtenAt,omitempty"`
+	// Host is where the registration runs (Options.Host): a successor on
+	// the same Host is a restart in place and takes over at once.
+	Host string `json:"host,omitempty"`
 	// WakeAddr and WakeKey are the replica's peer wake endpoint
 	// (Options.WakeAddr, WakeKey), absent when it has none.
 	WakeAddr string `json:"wakeAddr,omitempty"`

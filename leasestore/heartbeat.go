@@ -15,10 +15,11 @@ import (
 // register writes this replica's heartbeat document under a new
 // incarnation: created if missing, otherwise replaced If-Match what it
 // holds (a death declaration, a "leaving" mark, or an earlier incarnation).
-// A live heartbeat written by another process is taken over only once it
-// has been unchanged for LeaseExpiry, as any observer would judge it; if
-// it keeps changing, another process uses this ReplicaID and register
-// fails with ErrDuplicateReplica.
+// A live heartbeat written by another process is taken over at once when
+// that process ran on this Host (a restart in place: Options.Host), else
+// only once it has been unchanged for LeaseExpiry, as any observer would
+// judge it; if it keeps changing, another process uses this ReplicaID and
+// register fails with ErrDuplicateReplica.
 func (s *Store) register(ctx context.Context) error {
 	m := s.meta.Load()
 	id := ownerID(s.id)
@@ -26,8 +27,11 @@ func (s *Store) register(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var predecessor string // the incarnation a restart in place replaces
 	if cur != nil && cur.State == stateLive && !s.ownIncarnation(cur.Incarnation) {
-		if cur, etag, err = s.awaitIdentity(ctx, *cur, etag); err != nil {
+		if s.inPlace(*cur) {
+			predecessor = cur.Incarnation
+		} else if cur, etag, err = s.awaitIdentity(ctx, *cur, etag); err != nil {
 			return err
 		}
 	}
@@ -39,7 +43,8 @@ func (s *Store) register(ctx context.Context) error {
 	s.mu.Lock()
 	s.tried[inc] = true
 	s.mu.Unlock()
-	doc := ownerDoc{ID: id, Type: typeOwner, Replica: s.id, Incarnation: inc, Seq: seq + 1, State: stateLive, WrittenAt: wallString(s.opts.WallClock())}
+	doc := ownerDoc{ID: id, Type: typeOwner, Replica: s.id, Incarnation: inc, Seq: seq + 1, State: stateLive,
+		WrittenAt: wallString(s.opts.WallClock()), Host: s.host()}
 	s.wakeFields(&doc)
 	body, err := encodeDoc(doc, m.pkProp, s.opts.PartitionKeyValue)
 	if err != nil {
@@ -70,9 +75,32 @@ func (s *Store) register(ctx context.Context) error {
 	s.registered = true
 	s.mu.Unlock()
 	s.log.Info("registered", zap.String("incarnation", inc))
+	if predecessor != "" {
+		// The predecessor is fenced (its heartbeat is ours now); its
+		// leases are claimed at the next round, and its locks go.
+		s.log.Info("restarted in place: took over the previous incarnation at once",
+			zap.String("previous", predecessor), zap.String("host", s.host()))
+		if s.opts.OnExpired != nil {
+			s.opts.OnExpired(holderName(s.id, predecessor))
+		}
+	}
 	s.signal(s.beatCh)
 	s.signal(s.kickBalance)
 	return nil
+}
+
+// host is Options.Host as the heartbeat publishes it ("" for "-").
+func (s *Store) host() string {
+	if s.opts.Host == "-" {
+		return ""
+	}
+	return s.opts.Host
+}
+
+// inPlace reports whether the live heartbeat cur of this ReplicaID was
+// written on this Host: its process was replaced by this one.
+func (s *Store) inPlace(cur ownerDoc) bool {
+	return s.host() != "" && cur.Host == s.host()
 }
 
 // readOwn reads this replica's heartbeat document (nil if absent).
@@ -149,7 +177,8 @@ func (s *Store) beat(ctx context.Context) error {
 	s.mu.Lock()
 	inc, seq, etag := s.incarnation, s.mySeq, s.myETag
 	s.mu.Unlock()
-	doc := ownerDoc{ID: ownerID(s.id), Type: typeOwner, Replica: s.id, Incarnation: inc, Seq: seq + 1, State: stateLive, WrittenAt: wallString(s.opts.WallClock())}
+	doc := ownerDoc{ID: ownerID(s.id), Type: typeOwner, Replica: s.id, Incarnation: inc, Seq: seq + 1, State: stateLive,
+		WrittenAt: wallString(s.opts.WallClock()), Host: s.host()}
 	s.wakeFields(&doc)
 	body, err := encodeDoc(doc, m.pkProp, s.opts.PartitionKeyValue)
 	if err != nil {

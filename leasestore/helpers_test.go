@@ -39,6 +39,7 @@ func relaxed(o *Options) { o.LeaseExpiry, o.HeartbeatInterval = 3*time.Second, 3
 func testOptions(id string) Options {
 	return Options{
 		ReplicaID:         id,
+		Host:              "host-of-" + id, // a restart under the same id is in place unless a test says otherwise
 		PartitionKey:      "/instanceId",
 		Ranges:            slots.Ranges(16),
 		LeaseExpiry:       testExpiry,

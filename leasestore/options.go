@@ -50,14 +50,32 @@ const (
 type Options struct {
 	// ReplicaID names this replica in lease documents ("owner") and in its
 	// heartbeat document id ("owner:<ReplicaID>"). It must be unique among
-	// running processes: Run waits while another process's heartbeat under
-	// this id is live (it joins once that heartbeat has been unchanged for
-	// LeaseExpiry, e.g. after a crash, and then claims the leases still
-	// naming the id) and fails with ErrDuplicateReplica if it keeps
-	// changing. After a Release the id is free at once. At most 200 bytes,
-	// no '/', '\\', '?', '#' or control characters. Default: the host name
-	// and 8 random hex digits.
+	// running processes. When another process's heartbeat under this id
+	// is live, Run takes over from it at once if it ran on the same Host
+	// (a restart in place, see Host); otherwise it waits until that
+	// heartbeat has been unchanged for LeaseExpiry (e.g. after a crash
+	// elsewhere), then claims the leases still naming the id, and fails
+	// with ErrDuplicateReplica if it keeps changing. After a Release the
+	// id is free at once. At most 200 bytes, no '/', '\\', '?', '#' or
+	// control characters. Default: DefaultReplicaID.
 	ReplicaID string
+
+	// Host names where this process runs: the machine, the pod or the
+	// container replica (default the host name, os.Hostname). A
+	// registration whose predecessor under the same ReplicaID ran on the
+	// same Host is a restart in place (the platform replaced a crashed
+	// process: Kubernetes restarting a pod's container, a Container Apps
+	// replica restarted under its name), so the predecessor is gone: Run
+	// takes over its registration at once instead of waiting LeaseExpiry.
+	// Rewriting the heartbeat document fences the predecessor, should it
+	// still run (its next heartbeat finds another incarnation and stops
+	// with ErrDuplicateReplica); the leases naming the id are claimed at
+	// the first balancing round, each claim changing the lease's ETag; and
+	// OnExpired gets the predecessor's Holder, so its locks are freed
+	// (each conditional write of theirs then fails). Two processes on one
+	// Host must therefore not share a ReplicaID. "-": never take over at
+	// once.
+	Host string
 
 	// PartitionKey is the container's partition key path, e.g. "/instanceId"
 	// (durafeed's). Only single, top-level paths are supported. Default: the
@@ -174,12 +192,15 @@ var reservedProps = map[string]bool{
 	"epoch": true, "rev": true, "continuation": true, "checkpointAt": true,
 	"acquiredAt": true, "stealBy": true, "replica": true, "incarnation": true,
 	"seq": true, "state": true, "expiredBy": true, "writtenAt": true,
-	"wakeHello": true, "wakesSent": true,
+	"wakeHello": true, "wakesSent": true, "host": true,
 }
 
 func (o Options) withDefaults() (Options, error) {
 	if o.ReplicaID == "" {
 		o.ReplicaID = DefaultReplicaID()
+	}
+	if o.Host == "" {
+		o.Host, _ = os.Hostname()
 	}
 	if err := checkReplicaID(o.ReplicaID); err != nil {
 		return o, err
@@ -273,24 +294,46 @@ func checkRanges(rs []epk.Range) error {
 	return nil
 }
 
-// DefaultReplicaID returns a new replica id: the host name (characters
-// a document id cannot hold replaced by '-', at most 100 bytes; "replica"
-// without one) and 8 random hex digits.
+// DefaultReplicaID returns the replica id a process gets by default:
+// the name the platform gives its replica and keeps across a restart in
+// place when there is one (Container Apps' CONTAINER_APP_REPLICA_NAME; a
+// Kubernetes pod's host name, the pod name, when KUBERNETES_SERVICE_HOST
+// is set), so that a restarted replica takes over its predecessor's
+// registration at once (Options.Host); otherwise a new id, the host name
+// and 8 random hex digits. Characters a document id cannot hold become
+// '-', and the name is cut to 100 bytes ("replica" when empty).
 func DefaultReplicaID() string {
-	host, _ := os.Hostname()
-	host = strings.Map(func(r rune) rune {
+	return defaultReplicaID(os.Getenv, os.Hostname)
+}
+
+// defaultReplicaID is DefaultReplicaID on the given environment.
+func defaultReplicaID(getenv func(string) string, hostname func() (string, error)) string {
+	host, _ := hostname()
+	switch {
+	case getenv("CONTAINER_APP_REPLICA_NAME") != "":
+		return idSafe(getenv("CONTAINER_APP_REPLICA_NAME"))
+	case getenv("KUBERNETES_SERVICE_HOST") != "" && host != "":
+		return idSafe(host)
+	}
+	return idSafe(host) + "-" + randomHex(4)
+}
+
+// idSafe makes name usable in a replica id: the characters a document id
+// cannot hold replaced by '-', at most 100 bytes, "replica" when empty.
+func idSafe(name string) string {
+	name = strings.Map(func(r rune) rune {
 		if r == '/' || r == '\\' || r == '?' || r == '#' || unicode.IsControl(r) || unicode.IsSpace(r) {
 			return '-'
 		}
 		return r
-	}, host)
-	if len(host) > 100 {
-		host = host[:100]
+	}, name)
+	if len(name) > 100 {
+		name = name[:100]
 	}
-	if host == "" {
-		host = "replica"
+	if name == "" {
+		name = "replica"
 	}
-	return host + "-" + randomHex(4)
+	return name
 }
 
 func randomHex(n int) string {

@@ -285,11 +285,12 @@ func TestReplicaIDReuse(t *testing.T) {
 	require.Zero(t, waits.FilterMessageSnippet("waiting for it to expire").Len(), "no wait after a graceful release")
 	t.Logf("after a graceful release the id's next incarnation registered %v after starting (expiry %v)", joined.Sub(began), testExpiry)
 
-	// After a crash, the restarted replica waits for its predecessor's
-	// heartbeat to expire, then claims what still names it.
+	// After a crash, a replica restarted on another host waits for its
+	// predecessor's heartbeat to expire, then claims what still names it
+	// (TestRestartInPlaceTakesOverAtOnce: on the same host it does not).
 	a2.stop()
 	stopped := time.Now()
-	a3 := e.start("a", nil)
+	a3 := e.start("a", func(o *Options) { o.Host = "another-host" })
 	e.log.waitFor(t, generous, "two-way balance", balanced(16, names(a3, b)...))
 	a3.s.mu.Lock()
 	joined = a3.s.firstBeat
@@ -305,7 +306,7 @@ func TestReplicaIDReuse(t *testing.T) {
 
 	// A second process under a live id is refused and never acquires.
 	mark := len(e.log.snapshot())
-	dup := e.start("a", nil)
+	dup := e.start("a", func(o *Options) { o.Host = "a-third-host" })
 	err = <-dup.done
 	dup.done <- nil
 	require.ErrorIs(t, err, ErrDuplicateReplica)
@@ -314,6 +315,71 @@ func TestReplicaIDReuse(t *testing.T) {
 		require.NotEqual(t, a3.name, en.instance, "the running holder of the id is undisturbed")
 	}
 	require.NotEmpty(t, a3.s.Owned())
+}
+
+// TestRestartInPlaceTakesOverAtOnce: a registration whose predecessor
+// under the same ReplicaID ran on the same Host takes over at once, with
+// a lease expiry far longer than the test may wait: it claims every lease
+// and reports the predecessor's Holder to OnExpired (its locks go). A
+// crashed predecessor stays silent; one still running finds its
+// heartbeat taken at its next beat and stops with ErrDuplicateReplica.
+func TestRestartInPlaceTakesOverAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		crashed bool
+	}{{"crashed predecessor", true}, {"predecessor still running", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			long := func(o *Options) { o.LeaseExpiry = time.Hour } // waiting it out would hang the test
+			a := e.start("a", long)
+			e.log.waitFor(t, generous, "a holds every lease", balanced(16, a.name))
+			holder := a.s.Holder()
+			require.NotEmpty(t, holder)
+			if tc.crashed {
+				a.stop()
+			}
+			expired := make(chan string, 4)
+			a2 := e.start("a", func(o *Options) {
+				long(o)
+				o.OnExpired = func(h string) { expired <- h }
+			})
+			e.log.waitFor(t, generous, "the restart holds every lease", balanced(16, a2.name))
+			select {
+			case h := <-expired:
+				require.Equal(t, holder, h, "the predecessor's locks are to be freed")
+			case <-time.After(generous):
+				t.Fatal("OnExpired was not called with the predecessor's holder")
+			}
+			require.NotEqual(t, holder, a2.s.Holder())
+			if !tc.crashed {
+				select {
+				case err := <-a.done:
+					a.done <- nil
+					require.ErrorIs(t, err, ErrDuplicateReplica, "the predecessor is fenced by its next heartbeat")
+				case <-time.After(generous):
+					t.Fatal("the predecessor kept running")
+				}
+				require.Empty(t, a.s.Owned())
+			}
+		})
+	}
+}
+
+// TestDefaultReplicaID: the platform's stable replica name is the
+// default id where there is one; elsewhere a fresh id per process.
+func TestDefaultReplicaID(t *testing.T) {
+	t.Parallel()
+	host := func(h string) func() (string, error) { return func() (string, error) { return h, nil } }
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	require.Equal(t, "app--rev-7d9f-x1", defaultReplicaID(env(map[string]string{"CONTAINER_APP_REPLICA_NAME": "app--rev-7d9f-x1"}), host("ignored")))
+	require.Equal(t, "web-5c7d9-abcde", defaultReplicaID(env(map[string]string{"KUBERNETES_SERVICE_HOST": "10.0.0.1"}), host("web-5c7d9-abcde")))
+	require.Equal(t, "a-b-c", defaultReplicaID(env(map[string]string{"CONTAINER_APP_REPLICA_NAME": "a/b#c"}), host("h")))
+	one, two := defaultReplicaID(env(nil), host("laptop")), defaultReplicaID(env(nil), host("laptop"))
+	require.Regexp(t, `^laptop-[0-9a-f]{8}$`, one)
+	require.NotEqual(t, one, two, "no platform name: a new id per process")
+	require.NoError(t, checkReplicaID(defaultReplicaID(env(nil), host(""))))
 }
 
 func TestRangesMismatch(t *testing.T) {

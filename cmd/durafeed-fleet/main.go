@@ -23,8 +23,11 @@
 // -sweep-peer event-driven with the peer wake channel on), at each load
 // of -sweep-loads (the mean gap between ticks, each gap jittered
 // uniformly in [0.5, 1.5]× the mean). Every (mode, load) cell is a fleet
-// of its own, cmd/cosmosemu (with its simulated request-charge model) and
-// three services, and all cells run at once. After a warm-up, each tick
+// of its own, cmd/cosmosemu (with its simulated request-charge model and
+// 2 ms injected per request, -sweep-latency) and three services; the
+// loads run one after another, the modes of a load at once. After a
+// warm-up and -sweep-settle (event-driven cells also wait until each
+// service owns some of the slots), each tick
 // starts a Greet and an Approval on one service, and sends the previous
 // tick's Approval its decision through another; the latencies are from
 // the client's clock before the POST to the OrchestrationCompleted
@@ -37,12 +40,13 @@
 // prints a table per mode and load, the ratios to polling and a judge
 // line per load (PASS or NO for event-driven p50 ≤ 0.1×, p99 ≤ 0.25×
 // polling's, both measures, and RU per orchestration ≤ polling's), and
-// exits 1 when a cell did not run to its end or a sample failed. With the
-// defaults it takes about eleven minutes (the 60s load stops at
-// -sweep-duration):
+// exits 1 when a cell did not run to its end or a sample failed. A cell
+// runs a minute's worth of ticks (12 to 300; -sweep-samples fixes it),
+// the 60s load stopping at -sweep-duration; with the defaults the sweep
+// takes about sixteen minutes:
 //
 //	make fleet-sweep
-//	go run ./cmd/durafeed-fleet -sweep -sweep-loads 100ms,1s,10s,60s -sweep-samples 12 -out sweep.json -png sweep.png
+//	go run ./cmd/durafeed-fleet -sweep -sweep-peer -out sweep.json -png sweep.png
 package main
 
 import (
@@ -53,6 +57,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -81,13 +87,18 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&c.Grace, "grace", c.Grace, "the services' shutdown grace period")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "bound on the whole run (with -sweep, unless given: -sweep-duration, three of the slowest load's gaps and 7m)")
 	fs.StringVar(&c.BinDir, "bin-dir", "", "directory holding cosmosemu and durafeed-service binaries (empty: build them)")
+	modes := fs.String("modes", "event-driven,polling", "the modes to run the fleet in, one after another (DURAFEED_MODE)")
+	fs.BoolVar(&c.Peer, "peer", false, "turn the peer wake channel on in the services (DURAFEED_PEER_LISTEN=127.0.0.1:0)")
+	fs.DurationVar(&c.RestartAfter, "restart-after", c.RestartAfter, "how long after its SIGKILL the killed service starts again under its replica id")
 	sweep := fs.Bool("sweep", false, "run the load sweep instead of the fleet test (see the package documentation)")
 	sc := defaultSweepConfig()
 	loads := fs.String("sweep-loads", defaultSweepLoads, "sweep: the loads, comma-separated mean gaps between ticks")
-	fs.IntVar(&sc.Samples, "sweep-samples", sc.Samples, "sweep: ticks per cell (a Greet and an Approval each; at least 3)")
+	fs.IntVar(&sc.Samples, "sweep-samples", sc.Samples, "sweep: ticks per cell (a Greet and an Approval each; at least 3; 0: a minute's worth per load, 12 to 300)")
+	fs.DurationVar(&sc.Settle, "sweep-settle", sc.Settle, "sweep: how long a cell's services run before its measured period (event-driven cells also wait for their leases to spread)")
 	fs.DurationVar(&sc.Duration, "sweep-duration", sc.Duration, "sweep: no tick of a cell starts after this (the first 3 excepted)")
 	fs.BoolVar(&sc.Peer, "sweep-peer", false, "sweep: add the mode event-driven+peer (DURAFEED_PEER_LISTEN=127.0.0.1:0), judged against polling too")
 	fs.Uint64Var(&sc.Seed, "sweep-seed", sc.Seed, "sweep: seed of the jittered gaps (the modes of a load see the same gaps)")
+	fs.DurationVar(&sc.Latency, "sweep-latency", sc.Latency, "sweep: latency each emulator injects per request (a round trip in the region)")
 	out := fs.String("out", "", "sweep: write the raw report (settings, every sample, summaries, judges) as JSON to this file")
 	png := fs.String("png", "", "sweep: draw p50 (solid) and p99 (dashed) latency in ms against the load, one line per mode, "+
 		"as a PNG with two panels: start→completed left, event→completed right")
@@ -101,8 +112,8 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if sc.Loads, err = parseLoads(*loads); err != nil {
 			return err
 		}
-		if sc.Samples < minTicks || sc.Duration <= 0 {
-			return fmt.Errorf("-sweep-samples must be at least %d, -sweep-duration positive", minTicks)
+		if (sc.Samples != 0 && sc.Samples < minTicks) || sc.Duration <= 0 || sc.Settle < 0 {
+			return fmt.Errorf("-sweep-samples must be 0 or at least %d, -sweep-duration positive, -sweep-settle not negative", minTicks)
 		}
 		if !timeoutSet {
 			c.Timeout = sc.timeout()
@@ -112,21 +123,34 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer cancel()
 		return sweepMain(ctx, sc, *out, *png, stdout)
 	}
-	if c.N < 3 || c.InFlight < 1 || c.Grace <= 0 {
-		return errors.New("-n must be at least 3, -inflight and -grace positive")
+	if c.N < 3 || c.InFlight < 1 || c.Grace <= 0 || c.RestartAfter < 0 {
+		return errors.New("-n must be at least 3, -inflight and -grace positive, -restart-after not negative")
+	}
+	ms, err := parseModes(*modes)
+	if err != nil {
+		return err
 	}
 	c.Log = stderr
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	rep, err := run(ctx, c)
-	if rep != nil {
-		rep.write(stdout)
+	var reps []*report
+	failed := 0
+	for _, m := range ms {
+		mc := c
+		mc.Mode = m
+		rep, err := run(ctx, mc)
+		if rep != nil {
+			rep.write(stdout)
+			reps = append(reps, rep)
+			failed += len(rep.Problems)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", m, err)
+		}
 	}
-	if err != nil {
-		return err
-	}
-	if len(rep.Problems) > 0 {
-		return fmt.Errorf("%d checks failed", len(rep.Problems))
+	writeAfterKill(stdout, reps)
+	if failed > 0 {
+		return fmt.Errorf("%d checks failed", failed)
 	}
 	return nil
 }
@@ -139,11 +163,36 @@ type config struct {
 	Timeout  time.Duration
 	BinDir   string
 	Log      io.Writer
+	// Mode is the services' DURAFEED_MODE ("event-driven" or "polling").
+	Mode string
+	// Peer turns the services' peer wake channel on.
+	Peer bool
+	// RestartAfter is how long after its SIGKILL the killed service
+	// starts again with its replica id (a platform restarting a crashed
+	// container in place).
+	RestartAfter time.Duration
 }
 
-// defaultConfig is the fleet run's configuration before the flags.
 func defaultConfig() config {
-	return config{N: 300, InFlight: 20, Grace: 10 * time.Second, Timeout: 5 * time.Minute, Log: io.Discard}
+	return config{N: 300, InFlight: 20, Grace: 10 * time.Second, Timeout: 10 * time.Minute, Log: io.Discard,
+		Mode: modeEventDriven, RestartAfter: time.Second}
+}
+
+// parseModes reads -modes: a comma-separated list of event-driven and
+// polling, each at most once.
+func parseModes(s string) ([]string, error) {
+	var ms []string
+	for _, m := range strings.Split(s, ",") {
+		m = strings.TrimSpace(m)
+		if m != modeEventDriven && m != modePolling {
+			return nil, fmt.Errorf("-modes: %q is neither %s nor %s", m, modeEventDriven, modePolling)
+		}
+		if slices.Contains(ms, m) {
+			return nil, fmt.Errorf("-modes: %s twice", m)
+		}
+		ms = append(ms, m)
+	}
+	return ms, nil
 }
 
 // sweepMain runs the sweep, prints its report to stdout and writes its

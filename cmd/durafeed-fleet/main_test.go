@@ -16,9 +16,10 @@ import (
 	"github.com/durafeed/durafeed/durable/history"
 )
 
-// TestFleet runs the multi-process test at a small scale: the emulator
-// and the services as processes, a service killed, another stopped by
-// SIGTERM and replaced, and every history checked.
+// TestFleet runs the multi-process test at a small scale in both modes:
+// the emulator and the services as processes, a service killed and
+// started again under its replica id, another stopped by SIGTERM and
+// replaced, and every history checked.
 func TestFleet(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -27,8 +28,14 @@ func TestFleet(t *testing.T) {
 	err := realMain(ctx, []string{"-n", "60", "-inflight", "10", "-grace", "15s"}, &out, &log)
 	t.Log(out.String())
 	require.NoError(t, err, "%s\n%s", out.String(), log.String())
-	require.Contains(t, out.String(), "completed     60 of 60")
+	for _, mode := range []string{"event-driven", "polling"} {
+		require.Contains(t, out.String(), "durafeed fleet, "+mode)
+		report := out.String()[strings.Index(out.String(), "durafeed fleet, "+mode):]
+		require.Contains(t, report, "completed     60 of 60", mode)
+		require.Contains(t, report, "started again under its replica id 1s later: true", mode)
+	}
 	require.Contains(t, out.String(), "status 0: true, leases handed over: true")
+	require.Contains(t, out.String(), "after the kill and restart in place")
 }
 
 // TestCheckHistory: the checker tells a right history from each kind of
@@ -67,7 +74,7 @@ func TestSweep(t *testing.T) {
 	defer cancel()
 	out := filepath.Join(t.TempDir(), "sweep.json")
 	var stdout, log bytes.Buffer
-	err := realMain(ctx, []string{"-sweep", "-sweep-loads", "300ms", "-sweep-samples", "3", "-out", out}, &stdout, &log)
+	err := realMain(ctx, []string{"-sweep", "-sweep-loads", "300ms", "-sweep-samples", "3", "-sweep-settle", "0s", "-out", out}, &stdout, &log)
 	t.Log(stdout.String())
 	require.NoError(t, err, "%s\n%s", stdout.String(), log.String())
 	b, err := os.ReadFile(out)

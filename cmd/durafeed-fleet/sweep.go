@@ -60,6 +60,8 @@ const (
 	// store.MetricRequests as the service's /metrics serves them.
 	promRequestUnits = "durafeed_cosmos_request_units_total"
 	promRequests     = "durafeed_cosmos_requests_total"
+	// promSlotsOwned is engine.MetricSlotsOwned as /metrics names it.
+	promSlotsOwned = "durafeed_engine_slots_owned"
 )
 
 // The judge's targets: event-driven's p50 at most a tenth of polling's,
@@ -85,8 +87,13 @@ type sweepMode struct {
 // sweepConfig is a sweep's configuration.
 type sweepConfig struct {
 	Loads []sweepLoad
-	// Samples is the number of ticks per cell (at least minTicks).
+	// Samples is the number of ticks per cell (at least minTicks); 0
+	// chooses per load (ticksFor).
 	Samples int
+	// Settle is how long the services of a cell run after the warm-up
+	// before the measured period (event-driven cells also wait until
+	// their leases are spread, see settle).
+	Settle time.Duration
 	// Duration bounds the ticks of a cell: no tick starts after it
 	// (minTicks excepted).
 	Duration time.Duration
@@ -94,10 +101,24 @@ type sweepConfig struct {
 	Peer bool
 	// Seed seeds the gaps: the cells of one load see the same gaps.
 	Seed uint64
+	// Latency is injected by each emulator into every request (its
+	// -latency), standing for the round trip to an account in the
+	// region (default 2 ms, as the bench's).
+	Latency time.Duration
 	// BinDir holds prebuilt cosmosemu and durafeed-service binaries
 	// (empty: build them once for every cell).
 	BinDir string
 	Log    io.Writer
+}
+
+// ticksFor is the number of ticks of a cell of load: Samples when set,
+// else a minute's worth (at least 12, at most 300), so that fast loads
+// are measured over long enough to see the tail.
+func (c sweepConfig) ticksFor(l sweepLoad) int {
+	if c.Samples > 0 {
+		return c.Samples
+	}
+	return max(12, min(300, int(time.Minute/l.Gap)))
 }
 
 // defaultSweepLoads is -sweep-loads' default.
@@ -105,7 +126,7 @@ const defaultSweepLoads = "100ms,1s,10s,60s"
 
 // defaultSweepConfig is the sweep's configuration before the flags.
 func defaultSweepConfig() sweepConfig {
-	return sweepConfig{Samples: 12, Duration: 10 * time.Minute, Seed: 1, Log: io.Discard}
+	return sweepConfig{Duration: 10 * time.Minute, Settle: 10 * time.Second, Seed: 1, Latency: 2 * time.Millisecond, Log: io.Discard}
 }
 
 // parseLoads reads -sweep-loads: comma-separated positive, distinct
@@ -142,11 +163,11 @@ func (c sweepConfig) modes() []sweepMode {
 // ticks, the slowest load's last gaps, and room for start-up and the
 // last samples.
 func (c sweepConfig) timeout() time.Duration {
-	var slowest time.Duration
+	var d time.Duration
 	for _, l := range c.Loads {
-		slowest = max(slowest, l.Gap)
+		d += min(c.Duration, time.Duration(c.ticksFor(l))*l.Gap*3/2) + 2*l.Gap + c.Settle + maxSettle + sampleTimeout + time.Minute
 	}
-	return c.Duration + 3*slowest + sampleTimeout + 5*time.Minute
+	return d + 5*time.Minute
 }
 
 // sweepReport is what a sweep measured: its JSON form (-out) and the
@@ -161,9 +182,12 @@ type sweepReport struct {
 type sweepSettings struct {
 	Loads      []string  `json:"loads"`
 	LoadGapsMS []float64 `json:"load_gaps_ms"`
-	Samples    int       `json:"samples"`
-	DurationS  float64   `json:"duration_s"`
-	Modes      []string  `json:"modes"`
+	// Samples is the ticks per cell, 0 when chosen per load (a
+	// minute's worth, 12 to 300: each cell's Ticks says).
+	Samples   int      `json:"samples"`
+	SettleS   float64  `json:"settle_s"`
+	DurationS float64  `json:"duration_s"`
+	Modes     []string `json:"modes"`
 	// Jitter describes the gaps: each the mean times a factor drawn
 	// uniformly from [JitterLow, JitterHigh], seeded by Seed.
 	Jitter     string  `json:"jitter"`
@@ -171,6 +195,8 @@ type sweepSettings struct {
 	JitterHigh float64 `json:"jitter_high"`
 	Seed       uint64  `json:"seed"`
 	Emulator   string  `json:"emulator"`
+	// LatencyMS is the latency each emulator injects per request.
+	LatencyMS  float64 `json:"latency_ms"`
 	GoVersion  string  `json:"go_version"`
 	GOMAXPROCS int     `json:"gomaxprocs"`
 	NumCPU     int     `json:"num_cpu"`
@@ -306,14 +332,15 @@ func judge(cells []sweepCell, load, mode string) sweepJudge {
 // sweep that could not run, cells that did not run to their end, or
 // failed samples; the report is returned with it whenever there is one.
 func runSweep(ctx context.Context, c sweepConfig) (*sweepReport, error) {
-	if len(c.Loads) == 0 || c.Samples < minTicks || c.Duration <= 0 {
-		return nil, fmt.Errorf("a sweep needs loads, at least %d samples and a positive duration", minTicks)
+	if len(c.Loads) == 0 || (c.Samples != 0 && c.Samples < minTicks) || c.Duration <= 0 || c.Settle < 0 {
+		return nil, fmt.Errorf("a sweep needs loads, 0 (per load) or at least %d samples, a positive duration and no negative settle time", minTicks)
 	}
 	modes := c.modes()
-	rep := &sweepReport{Settings: sweepSettings{Samples: c.Samples, DurationS: c.Duration.Seconds(),
+	rep := &sweepReport{Settings: sweepSettings{Samples: c.Samples, DurationS: c.Duration.Seconds(), SettleS: c.Settle.Seconds(),
 		Jitter:    fmt.Sprintf("each gap the mean times a factor drawn uniformly from [%g, %g]", jitterLow, jitterHigh),
 		JitterLow: jitterLow, JitterHigh: jitterHigh, Seed: c.Seed,
-		Emulator:  "cmd/cosmosemu -sim-charges (the bench's simulated request-charge model)",
+		Emulator:  "cmd/cosmosemu -sim-charges (the bench's simulated request-charge model) -latency " + c.Latency.String(),
+		LatencyMS: msOf(c.Latency),
 		GoVersion: goruntime.Version(), GOMAXPROCS: goruntime.GOMAXPROCS(0), NumCPU: goruntime.NumCPU(),
 		Prebuilt: c.BinDir != "", StartedAt: time.Now().UTC()}}
 	rep.Settings.Commit, rep.Settings.Dirty = gitCommit(ctx)
@@ -335,16 +362,21 @@ func runSweep(ctx context.Context, c sweepConfig) (*sweepReport, error) {
 	}
 	rep.Cells = make([]sweepCell, len(modes)*len(c.Loads))
 	var logMu sync.Mutex
-	var wg sync.WaitGroup
-	for i, m := range modes {
-		for j, l := range c.Loads {
+	// One load after another, the modes of a load at once: they share
+	// the machine's noise, and a busy load does not slow a quiet one.
+	for j, l := range c.Loads {
+		var wg sync.WaitGroup
+		for i, m := range modes {
 			k := i*len(c.Loads) + j
 			cl := cellRun{c: c, mode: m, load: l, seedStream: uint64(j), emuBin: emuBin, svcBin: svcBin,
 				cert: filepath.Join(dir, fmt.Sprintf("cosmosemu-%d.pem", k)), logMu: &logMu}
 			wg.Go(func() { rep.Cells[k] = cl.run(ctx) })
 		}
+		wg.Wait()
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	wg.Wait()
 	for _, l := range c.Loads {
 		for _, m := range modes {
 			if m.Name != modePolling {
@@ -421,7 +453,7 @@ func (r cellRun) run(ctx context.Context) (cell sweepCell) {
 	ps := newProcSet(ctx)
 	defer ps.stop()
 	log := logWriter{mu: r.logMu, w: r.c.Log, prefix: r.mode.Name + " " + r.load.Name + " "}
-	emu, err := startEmulator(ctx, ps, r.emuBin, r.cert, []string{"-sim-charges"}, os.Environ(), log)
+	emu, err := startEmulator(ctx, ps, r.emuBin, r.cert, []string{"-sim-charges", "-latency", r.c.Latency.String()}, os.Environ(), log)
 	if err != nil {
 		return fail(err)
 	}
@@ -456,6 +488,9 @@ func (r cellRun) run(ctx context.Context) (cell sweepCell) {
 		}
 	}
 
+	if err := r.settle(ctx, cl); err != nil {
+		return fail(err)
+	}
 	before, err := cl.scrape(ctx)
 	if err != nil {
 		return fail(fmt.Errorf("scrape /metrics before: %w", err))
@@ -519,6 +554,47 @@ func (r cellRun) run(ctx context.Context) (cell sweepCell) {
 	return cell
 }
 
+// maxSettle bounds the wait for an event-driven cell's leases to spread.
+const maxSettle = time.Minute
+
+// settle waits Settle, then, in an event-driven cell, until each of the
+// three services owns some of the 256 dispatch slots and they own all of
+// them together (the durafeed.engine.slots.owned gauges), within
+// maxSettle: a cell measured while its leases still move measures the
+// hand-offs, not the steady state.
+func (r cellRun) settle(ctx context.Context, cl *cellClient) error {
+	if !sleepUntil(ctx, time.Now().Add(r.c.Settle)) {
+		return ctx.Err()
+	}
+	if r.mode.Name == modePolling {
+		return nil
+	}
+	deadline := time.Now().Add(maxSettle)
+	for {
+		owned, err := cl.slotsOwned(ctx)
+		if err != nil {
+			return fmt.Errorf("settle: %w", err)
+		}
+		total, each := 0, true
+		for _, n := range owned {
+			total += n
+			each = each && n > 0
+		}
+		if each && total == slotCount {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("settle: the leases did not spread within %v: slots owned %v", maxSettle, owned)
+		}
+		if !sleepUntil(ctx, time.Now().Add(200*time.Millisecond)) {
+			return ctx.Err()
+		}
+	}
+}
+
+// slotCount is the number of dispatch slots (package slots).
+const slotCount = 256
+
 // ticks runs the cell's ticks from began and returns, once every sample
 // has ended, the Greets and the Approvals' events in tick order. At tick
 // k, with r = k mod 3: a Greet starts on service r; the Approval of tick
@@ -538,7 +614,7 @@ func (r cellRun) ticks(ctx context.Context, cl *cellClient, began time.Time) (gr
 			f := jitterLow + (jitterHigh-jitterLow)*rng.Float64()
 			next = next.Add(time.Duration(f * float64(r.load.Gap)))
 		}
-		last := k >= r.c.Samples || (k >= minTicks && next.Sub(began) >= r.c.Duration)
+		last := k >= r.c.ticksFor(r.load) || (k >= minTicks && next.Sub(began) >= r.c.Duration)
 		if !sleepUntil(ctx, next) {
 			return greets, events
 		}
@@ -719,6 +795,55 @@ func (cl *cellClient) scrape(ctx context.Context) (costs, error) {
 	return sum, nil
 }
 
+// slotsOwned reads each service's durafeed.engine.slots.owned gauge.
+func (cl *cellClient) slotsOwned(ctx context.Context) ([3]int, error) {
+	var owned [3]int
+	for i, addr := range cl.svcs {
+		req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
+		if err != nil {
+			return owned, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return owned, err
+		}
+		v, err := gauge(resp.Body, promSlotsOwned)
+		resp.Body.Close()
+		if err != nil {
+			return owned, err
+		}
+		owned[i] = int(v)
+	}
+	return owned, nil
+}
+
+// gauge sums the samples of the metric name in Prometheus text r (0 when
+// it has none).
+func gauge(r io.Reader, name string) (float64, error) {
+	var sum float64
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), name)
+		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		if rest[0] == '{' {
+			rest = rest[strings.LastIndexByte(rest, '}')+1:]
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			return 0, fmt.Errorf("metrics: bad %s line", name)
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return 0, fmt.Errorf("metrics: %s: %w", name, err)
+		}
+		sum += v
+	}
+	return sum, sc.Err()
+}
+
 // scrapeMetrics reads the Prometheus text at url and sums the samples of
 // the request-unit and request counters.
 func scrapeMetrics(ctx context.Context, url string) (costs, error) {
@@ -819,9 +944,14 @@ func (l logWriter) Write(b []byte) (int, error) {
 // ratios to polling and the judge's lines.
 func (r *sweepReport) write(w io.Writer) {
 	s := r.Settings
-	fmt.Fprintf(w, "durafeed fleet sweep: per cell cosmosemu and 3 durafeed-service processes (service defaults), all cells at once\n")
-	fmt.Fprintf(w, "  %d ticks per cell or %v, at least %d; gaps jittered uniformly in [%g, %g]× the mean; GOMAXPROCS %d, %s\n",
-		s.Samples, time.Duration(s.DurationS*float64(time.Second)), minTicks, s.JitterLow, s.JitterHigh, s.GOMAXPROCS, s.GoVersion)
+	ticks := "a minute's worth of ticks per cell (12 to 300)"
+	if s.Samples > 0 {
+		ticks = fmt.Sprintf("%d ticks per cell", s.Samples)
+	}
+	fmt.Fprintf(w, "durafeed fleet sweep: per cell cosmosemu (%.0f ms injected per request) and 3 durafeed-service processes\n", s.LatencyMS)
+	fmt.Fprintf(w, "  (service defaults); one load after another, the modes of a load at once, measured after %.0f s of settling\n", s.SettleS)
+	fmt.Fprintf(w, "  %s or %v, at least %d; gaps jittered uniformly in [%g, %g]× the mean; GOMAXPROCS %d, %s\n",
+		ticks, time.Duration(s.DurationS*float64(time.Second)), minTicks, s.JitterLow, s.JitterHigh, s.GOMAXPROCS, s.GoVersion)
 	fmt.Fprintf(w, "  start→completed: a Greet's start POST to its OrchestrationCompleted; event→completed: an Approval's\n")
 	fmt.Fprintf(w, "  decision POST (on another replica) to its OrchestrationCompleted; ms, history timestamps (ms precision)\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
