@@ -25,7 +25,8 @@
 // uniformly in [0.5, 1.5]× the mean). Every (mode, load) cell is a fleet
 // of its own, cmd/cosmosemu (with its simulated request-charge model and
 // 2 ms injected per request, -sweep-latency) and three services; the
-// loads run one after another, the modes of a load at once. After a
+// loads run one after another, the modes of a load at once (one at a
+// time below a 2 s gap: a busy cell's CPU would slow the others). After a
 // warm-up and -sweep-settle (event-driven cells also wait until each
 // service owns some of the slots), each tick
 // starts a Greet and an Approval on one service, and sends the previous
@@ -43,7 +44,7 @@
 // exits 1 when a cell did not run to its end or a sample failed. A cell
 // runs a minute's worth of ticks (12 to 300; -sweep-samples fixes it),
 // the 60s load stopping at -sweep-duration; with the defaults the sweep
-// takes about sixteen minutes:
+// takes about twenty minutes with -sweep-peer:
 //
 //	make fleet-sweep
 //	go run ./cmd/durafeed-fleet -sweep -sweep-peer -out sweep.json -png sweep.png
