@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"image/color"
 	"io"
 	"slices"
 
@@ -11,6 +10,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/durafeed/durafeed/internal/chart"
 )
 
 // WriteSweepPNG draws the sweep as a PNG: one column per injected
@@ -49,9 +50,9 @@ func (r *Report) WriteSweepPNG(w io.Writer) error {
 				if !ok || s.Mode != m || s.InjectedLatencyMS != lat || s.N == 0 {
 					continue
 				}
-				p50 = append(p50, plotter.XY{X: x, Y: positive(s.P50MS)})
-				p99 = append(p99, plotter.XY{X: x, Y: positive(s.P99MS)})
-				cost = append(cost, plotter.XY{X: x, Y: positive(s.RUPerMin)})
+				p50 = append(p50, plotter.XY{X: x, Y: chart.Positive(s.P50MS)})
+				p99 = append(p99, plotter.XY{X: x, Y: chart.Positive(s.P99MS)})
+				cost = append(cost, plotter.XY{X: x, Y: chart.Positive(s.RUPerMin)})
 			}
 			if len(p50) == 0 {
 				continue
@@ -68,14 +69,14 @@ func (r *Report) WriteSweepPNG(w io.Writer) error {
 			slices.SortFunc(p50, byX)
 			slices.SortFunc(p99, byX)
 			slices.SortFunc(cost, byX)
-			c := modeColor(k)
-			if err := addLine(lp, string(m)+" p50", p50, c, false); err != nil {
+			c := chart.ModeColor(k)
+			if err := chart.AddLine(lp, string(m)+" p50", p50, c, false); err != nil {
 				return err
 			}
-			if err := addLine(lp, string(m)+" p99", p99, c, true); err != nil {
+			if err := chart.AddLine(lp, string(m)+" p99", p99, c, true); err != nil {
 				return err
 			}
-			if err := addLine(cp, string(m), cost, c, false); err != nil {
+			if err := chart.AddLine(cp, string(m), cost, c, false); err != nil {
 				return err
 			}
 		}
@@ -83,8 +84,8 @@ func (r *Report) WriteSweepPNG(w io.Writer) error {
 		// factor of ten is a band as high as a decade).
 		lp.Y.Max *= 10
 		for _, p := range []*plot.Plot{lp, cp} {
-			widen(&p.X)
-			widen(&p.Y)
+			chart.Widen(&p.X)
+			chart.Widen(&p.Y)
 		}
 		rows[0][j], rows[1][j] = lp, cp
 	}
@@ -101,37 +102,4 @@ func (r *Report) WriteSweepPNG(w io.Writer) error {
 	}
 	_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
 	return err
-}
-
-// widen gives a log axis a range it can draw: a single value (one load,
-// or equal figures) becomes the octave around it, and nothing reaches 0.
-func widen(a *plot.Axis) {
-	a.Min = positive(a.Min)
-	a.Max = positive(a.Max)
-	if a.Min >= a.Max {
-		a.Min, a.Max = a.Min/2, a.Max*2
-	}
-}
-
-// addLine adds one series with points to p.
-func addLine(p *plot.Plot, name string, xys plotter.XYs, c color.Color, dashed bool) error {
-	l, pts, err := plotter.NewLinePoints(xys)
-	if err != nil {
-		return err
-	}
-	l.Color, pts.Color = c, c
-	l.Width = vg.Points(1.5)
-	if dashed {
-		l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
-		pts.Shape = draw.TriangleGlyph{}
-	}
-	p.Add(l, pts)
-	p.Legend.Add(name, l, pts)
-	return nil
-}
-
-// modeColor is the colour of the k-th mode.
-func modeColor(k int) color.Color {
-	palette := []color.Color{color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}}
-	return palette[k%len(palette)]
 }

@@ -378,9 +378,6 @@ func sweepX(r SweepResult) (float64, bool) {
 	return r.MeanGapMS / 1000, true
 }
 
-// positive clamps v for a log axis.
-func positive(v float64) float64 { return math.Max(v, 0.01) }
-
 // SelectSweep returns the loads of DefaultSweepLoads named in names ("all"
 // for every one), in their order, with their item counts (and a burst's
 // quiet) multiplied by scale (at least three items each). It fails on an

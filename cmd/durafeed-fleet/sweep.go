@@ -8,9 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"image/color"
 	"io"
-	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -32,6 +30,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/durafeed/durafeed/durable/history"
+	"github.com/durafeed/durafeed/internal/chart"
 )
 
 // The modes of the sweep: the service's DURAFEED_MODE values, and the
@@ -1054,8 +1053,8 @@ func (r *sweepReport) writePNG(w io.Writer) error {
 			var p50, p99 plotter.XYs
 			for _, c := range r.Cells {
 				if s := m.of(c); c.Mode == mode && s.N > 0 {
-					p50 = append(p50, plotter.XY{X: c.MeanGapMS / 1000, Y: positive(s.P50MS)})
-					p99 = append(p99, plotter.XY{X: c.MeanGapMS / 1000, Y: positive(s.P99MS)})
+					p50 = append(p50, plotter.XY{X: c.MeanGapMS / 1000, Y: chart.Positive(s.P50MS)})
+					p99 = append(p99, plotter.XY{X: c.MeanGapMS / 1000, Y: chart.Positive(s.P99MS)})
 				}
 			}
 			if len(p50) == 0 {
@@ -1064,19 +1063,19 @@ func (r *sweepReport) writePNG(w io.Writer) error {
 			byX := func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) }
 			slices.SortFunc(p50, byX)
 			slices.SortFunc(p99, byX)
-			c := modeColor(k)
-			if err := addLine(p, mode+" p50", p50, c, false); err != nil {
+			c := chart.ModeColor(k)
+			if err := chart.AddLine(p, mode+" p50", p50, c, false); err != nil {
 				return err
 			}
-			if err := addLine(p, mode+" p99", p99, c, true); err != nil {
+			if err := chart.AddLine(p, mode+" p99", p99, c, true); err != nil {
 				return err
 			}
 			drawn = true
 		}
 		// Room above the highest line for the legend (a decade).
 		p.Y.Max *= 10
-		widen(&p.X)
-		widen(&p.Y)
+		chart.Widen(&p.X)
+		chart.Widen(&p.Y)
 		row[i] = p
 	}
 	if !drawn {
@@ -1108,41 +1107,4 @@ func (r *sweepReport) writePNGFile(path string) (err error) {
 		}
 	}()
 	return r.writePNG(f)
-}
-
-// positive clamps v for a log axis.
-func positive(v float64) float64 { return math.Max(v, 0.01) }
-
-// widen gives a log axis a range it can draw: a single value (one load,
-// or equal figures) becomes the octave around it, and nothing reaches 0.
-func widen(a *plot.Axis) {
-	a.Min = positive(a.Min)
-	a.Max = positive(a.Max)
-	if a.Min >= a.Max {
-		a.Min, a.Max = a.Min/2, a.Max*2
-	}
-}
-
-// addLine adds one series with points to p, and to its legend as name.
-func addLine(p *plot.Plot, name string, xys plotter.XYs, c color.Color, dashed bool) error {
-	l, pts, err := plotter.NewLinePoints(xys)
-	if err != nil {
-		return fmt.Errorf("sweep picture: %w", err)
-	}
-	l.Color, pts.Color = c, c
-	l.Width = vg.Points(1.5)
-	if dashed {
-		l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
-		pts.Shape = draw.TriangleGlyph{}
-	}
-	p.Add(l, pts)
-	p.Legend.Add(name, l, pts)
-	return nil
-}
-
-// modeColor is the colour of the k-th mode.
-func modeColor(k int) color.Color {
-	palette := []color.Color{color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
-		color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}}
-	return palette[k%len(palette)]
 }
