@@ -4,7 +4,10 @@
 # port, working directory and environment.
 #
 #   docker build -t durafeed-service .
-#   docker run -p 8080:8080 durafeed-service
+#   docker run -p 8080:8080 -e DURAFEED_AUTH_TENANT_ID=<tenant> -e DURAFEED_AUTH_AUDIENCE=<client id> durafeed-service
+#
+# It listens on :8080, so without those two (or DURAFEED_AUTH=none, an
+# API open on purpose) the service refuses to start and says what to set.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./

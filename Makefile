@@ -54,7 +54,7 @@ emulator-sdk-check:
 demo:
 	$(GO) run ./cmd/durafeed-demo $(DEMO_FLAGS)
 
-## service: the reference service on an embedded emulator (:8080).
+## service: the reference service on an embedded emulator (127.0.0.1:8080, no authentication).
 service:
 	$(GO) run ./cmd/durafeed-service
 

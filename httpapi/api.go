@@ -87,6 +87,13 @@ type Options struct {
 	// started by the request joins that trace (default: no spans, the
 	// caller's trace context is still carried to the instance).
 	TracerProvider trace.TracerProvider
+	// Authenticator, when set, verifies the bearer token of every request
+	// but /healthz and /readyz, before anything else is read or written;
+	// the caller's roles then decide what it may do (the package
+	// documentation's table: reads need RoleReader, starts, events and
+	// cancels RoleOperator, deletes and forced requests RoleAdmin).
+	// Default nil: no authentication, every caller may do everything.
+	Authenticator Authenticator
 }
 
 // api is the handler's state: the client and the options, read-only.
@@ -97,6 +104,9 @@ type api struct {
 	mux    *http.ServeMux
 	body   int64
 	tracer trace.Tracer
+	// roles is the role each route's pattern needs ("": none, the
+	// probes); a pattern without an entry needs RoleAdmin.
+	roles map[string]Role
 }
 
 // New returns the API's handler over c.
@@ -117,25 +127,52 @@ func New(c *runtime.Client, o Options) (http.Handler, error) {
 		o.TracerProvider = tracenoop.NewTracerProvider()
 	}
 	a := &api{c: c, o: o, log: o.Logger, mux: http.NewServeMux(), body: int64(o.MaxInputBytes) + envelopeBytes,
-		tracer: o.TracerProvider.Tracer("github.com/durafeed/durafeed/httpapi")}
-	a.mux.HandleFunc("POST /v1/instances", a.start)
-	a.mux.HandleFunc("GET /v1/instances", a.list)
-	a.mux.HandleFunc("GET /v1/instances/{id}", a.status)
-	a.mux.HandleFunc("DELETE /v1/instances/{id}", a.remove)
-	a.mux.HandleFunc("POST /v1/instances/{id}/events/{name}", a.raise)
-	a.mux.HandleFunc("POST /v1/instances/{id}/cancel", a.cancel)
-	a.mux.HandleFunc("/", a.noRoute)
-	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	a.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if o.Ready != nil && !o.Ready() {
-			writeError(w, apiError{status: http.StatusServiceUnavailable, Code: "not_ready", Message: "the replica is not ready"})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	})
+		tracer: o.TracerProvider.Tracer("github.com/durafeed/durafeed/httpapi"), roles: map[string]Role{}}
+	for _, rt := range []struct {
+		pattern string
+		role    Role
+		h       http.HandlerFunc
+	}{
+		{"POST /v1/instances", RoleOperator, a.start},
+		{"GET /v1/instances", RoleReader, a.list},
+		{"GET /v1/instances/{id}", RoleReader, a.status},
+		{"DELETE /v1/instances/{id}", RoleAdmin, a.remove},
+		{"POST /v1/instances/{id}/events/{name}", RoleOperator, a.raise},
+		{"POST /v1/instances/{id}/cancel", RoleOperator, a.cancel},
+		{"/", RoleReader, a.noRoute}, // 404 or 405, to a caller with a valid token
+		{"GET /healthz", "", func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		}},
+		{"GET /readyz", "", func(w http.ResponseWriter, _ *http.Request) {
+			if o.Ready != nil && !o.Ready() {
+				writeError(w, apiError{status: http.StatusServiceUnavailable, Code: "not_ready", Message: "the replica is not ready"})
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		}},
+	} {
+		a.mux.HandleFunc(rt.pattern, rt.h)
+		a.roles[rt.pattern] = rt.role
+	}
 	return a, nil
+}
+
+// role returns the role a request on route needs, and false for an open
+// route (the probes). A forced request needs RoleAdmin whatever its route.
+func (a *api) role(route string, r *http.Request) (Role, bool) {
+	need, ok := a.roles[route]
+	switch {
+	case route == "":
+		need = RoleReader // no pattern: the mux's redirect to a clean path
+	case !ok:
+		need = RoleAdmin // a route without a role: the most, never the least
+	case need == "":
+		return "", false
+	}
+	if forced(r) {
+		need = RoleAdmin
+	}
+	return need, true
 }
 
 // noRoute answers a request no route takes: 405 with Allow when the
@@ -170,13 +207,32 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(ctx)
 	r.Body = http.MaxBytesReader(w, r.Body, a.body)
 	rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-	a.mux.ServeHTTP(rw, r)
+	var (
+		caller  Principal
+		authErr error
+		allowed = true
+	)
+	if need, ok := a.role(route, r); ok {
+		caller, authErr, allowed = authorize(a.o.Authenticator, need, rw, r)
+	}
+	if allowed {
+		a.mux.ServeHTTP(rw, r)
+	}
 	span.SetAttributes(attribute.Int("http.response.status_code", rw.status))
 	if rw.status >= 500 {
 		span.SetStatus(codes.Error, http.StatusText(rw.status))
 	}
-	a.log.Debug("request", zap.String("method", r.Method), zap.String("route", route),
-		zap.Int("status", rw.status), zap.Duration("took", time.Since(start)))
+	if ce := a.log.Check(zap.DebugLevel, "request"); ce != nil {
+		fields := []zap.Field{zap.String("method", r.Method), zap.String("route", route),
+			zap.Int("status", rw.status), zap.Duration("took", time.Since(start))}
+		if caller.ID != "" || caller.App != "" {
+			fields = append(fields, zap.String("caller", caller.ID), zap.String("app", caller.App))
+		}
+		if authErr != nil {
+			fields = append(fields, zap.String("auth", authErr.Error())) // claim-free by the Authenticator's contract
+		}
+		ce.Write(fields...)
+	}
 }
 
 type statusWriter struct {

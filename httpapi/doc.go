@@ -13,6 +13,20 @@
 //	GET    /healthz                             liveness: 200 while the process serves
 //	GET    /readyz                              readiness: 200 while Options.Ready says so, else 503
 //
+// With Options.Authenticator set, every request but the probes needs a
+// bearer token (Authorization: Bearer <token>) that the Authenticator
+// accepts, whose caller holds the route's app role (the token's roles
+// claim; each role includes the ones above it):
+//
+//	Durafeed.Reader    GET /v1/instances/{id}, GET /v1/instances, any other path (404 or 405)
+//	Durafeed.Operator  POST /v1/instances, .../events/{name}, .../cancel
+//	Durafeed.Admin     DELETE /v1/instances/{id}, and any request asking to force (force=true)
+//	none               GET /healthz, GET /readyz
+//
+// The check runs before the body is read or the provider called: a
+// refused request writes nothing. Without an Authenticator every caller
+// may do everything.
+//
 // Every error is a JSON body {"error": {"code", "message"}} (plus "limit"
 // for a size limit) with a status that says whose fault it is, and a
 // refused request changes nothing:
@@ -27,13 +41,18 @@
 //	                            800 KiB of them; a quote or backslash inside a JSON string counts
 //	                            eight, so about 100,000 of them; <, > and & count seven
 //	400 invalid_idempotency_key a key over 256 bytes or not UTF-8
+//	401 unauthenticated         no bearer token, or one that is not valid (WWW-Authenticate: Bearer,
+//	                            with error="invalid_token" for an invalid one; RFC 6750)
+//	403 forbidden               a valid token whose caller lacks the route's role
+//	                            (WWW-Authenticate: Bearer, error="insufficient_scope")
 //	404 instance_not_found      an unknown instance (or one whose first turn has not run)
 //	409 instance_exists         a start for an existing instance (not a resend of its start)
 //	409 instance_ended          an event or cancel for an ended instance (not a resend)
 //	409 instance_running        a delete of a running instance without force=true
 //	413 body_too_large          a body over MaxInputBytes plus 64 KiB (884,736 bytes by default)
 //	422 idempotency_key_reused  an Idempotency-Key resent with another request on its instance
-//	503 unavailable             a retryable provider failure (with Retry-After)
+//	503 unavailable             a retryable provider failure, or tokens that cannot be verified yet
+//	                            (the issuer's keys are not loaded); with Retry-After
 //	500 internal                anything else
 //
 // MaxInputBytes' default is derived from what the Cosmos DB provider
@@ -57,5 +76,6 @@
 // first (the existence check is a read before the start).
 //
 // Payloads are never logged; requests are logged at Debug (method, route,
-// status, duration).
+// status, duration, and the caller's object and app ids with an
+// Authenticator).
 package httpapi

@@ -1,9 +1,11 @@
 // Package infra holds the tests that keep the Azure deployment under
 // infra/bicep in step with the code it deploys: the container's shape is
 // the store's, the app's probes and port are the service's, the role
-// assignment is as narrow as the provider allows, and every resource uses
-// an API version checked against the Azure REST API specifications
-// (DESIGN §6e). The environment variables are checked beside the service
+// assignment is as narrow as the provider allows, the deploy-time order
+// and switches hold (role assignments one at a time, AcrPull before the
+// app, internal ingress unless authenticated, zone redundancy, backup,
+// peer-traffic encryption), and every resource uses an API version
+// checked against the Azure REST API specifications (DESIGN §6e). The environment variables are checked beside the service
 // (cmd/durafeed-service), which owns them.
 package infra
 
@@ -363,24 +365,31 @@ func TestParametersFile(t *testing.T) {
 	}
 }
 
-// TestModulesGetTheirParameters checks each module call against the
-// module's declarations: no unknown parameter, no required one missing.
+// TestModulesGetTheirParameters checks each module call, in main.bicep
+// and in the modules, against the called module's declarations: no
+// unknown parameter, no required one missing.
 func TestModulesGetTheirParameters(t *testing.T) {
-	main := read(t, "main.bicep")
-	require.NotEmpty(t, main.Modules)
-	for _, m := range main.Modules {
-		mod := read(t, m.Path)
-		params, ok := at(t, m.Body, "params").(bicep.Object)
-		require.True(t, ok, m.Symbol)
-		for _, k := range params.Keys {
-			require.NotNil(t, mod.Param(k), "module %s passes %s, which %s does not declare", m.Symbol, k, m.Path)
-		}
-		for _, p := range mod.Params {
-			if !p.HasDefault {
-				require.Contains(t, params.Keys, p.Name, "module %s misses required %s", m.Symbol, p.Name)
+	calls := 0
+	for _, path := range bicepFiles(t) {
+		f, err := bicep.ReadFile(path)
+		require.NoError(t, err)
+		for _, m := range f.Modules {
+			calls++
+			mod, err := bicep.ReadFile(filepath.Join(filepath.Dir(path), m.Path))
+			require.NoError(t, err, "%s: module %s", path, m.Symbol)
+			params, ok := at(t, m.Body, "params").(bicep.Object)
+			require.True(t, ok, m.Symbol)
+			for _, k := range params.Keys {
+				require.NotNil(t, mod.Param(k), "%s: module %s passes %s, which %s does not declare", path, m.Symbol, k, m.Path)
+			}
+			for _, p := range mod.Params {
+				if !p.HasDefault {
+					require.Contains(t, params.Keys, p.Name, "%s: module %s misses required %s", path, m.Symbol, p.Name)
+				}
 			}
 		}
 	}
+	require.GreaterOrEqual(t, calls, 5, "main.bicep's four modules and the app's registry access")
 }
 
 // TestAPIVersionsWereChecked fails for a resource whose type or API
@@ -414,5 +423,251 @@ func TestAPIVersionsWereChecked(t *testing.T) {
 	}
 	for _, v := range slices.Sorted(maps.Keys(versions)) {
 		require.Contains(t, string(design), "| "+v+" |", "DESIGN §6e records version %s", v)
+	}
+}
+
+// param returns the parameter of f, which must exist.
+func param(t *testing.T, f *bicep.File, name string) *bicep.Param {
+	t.Helper()
+	p := f.Param(name)
+	require.NotNil(t, p, "%s declares no parameter %s", f.Path, name)
+	return p
+}
+
+// moduleParams returns what main.bicep passes to its module symbol.
+func moduleParams(t *testing.T, symbol string) bicep.Object {
+	t.Helper()
+	m := read(t, "main.bicep").Module(symbol)
+	require.NotNil(t, m, "main.bicep has no module %s", symbol)
+	params, ok := at(t, m.Body, "params").(bicep.Object)
+	require.True(t, ok)
+	return params
+}
+
+// TestCosmosAccountWritesAreSerialized checks that every loop writing
+// resources under a Cosmos DB account, the data-plane role assignments
+// among them, runs one at a time (@batchSize(1)): the account refuses a
+// role assignment written while another holds its lock with 412
+// (hashicorp/terraform-provider-azurerm#15842).
+func TestCosmosAccountWritesAreSerialized(t *testing.T) {
+	var loops []string
+	for _, path := range bicepFiles(t) {
+		f, err := bicep.ReadFile(path)
+		require.NoError(t, err)
+		for _, r := range f.Resources {
+			if r.Loop == nil || !strings.HasPrefix(strings.ToLower(r.Type), "microsoft.documentdb/databaseaccounts/") {
+				continue
+			}
+			loops = append(loops, r.Type)
+			require.Contains(t, r.Decorators, bicep.Decorator{Name: "batchSize", Args: []bicep.Value{int64(1)}},
+				"%s: resource %s loops over account writes in parallel", path, r.Symbol)
+		}
+	}
+	require.Contains(t, loops, "Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments")
+}
+
+// TestAccountHasContinuousBackup checks the account's backup policy:
+// continuous, its tier a parameter of 7 or 30 days, 30 by default in the
+// module and in main.bicep, which passes it on.
+func TestAccountHasContinuousBackup(t *testing.T) {
+	cosmos := read(t, "modules/cosmos.bicep")
+	acct := one(t, cosmos, "Microsoft.DocumentDB/databaseAccounts")
+	require.Equal(t, "Continuous", at(t, acct.Body, "properties", "backupPolicy", "type"))
+	require.Equal(t, "continuousBackupTier", expr(t, at(t, acct.Body, "properties", "backupPolicy", "continuousModeProperties", "tier")))
+	for _, f := range []*bicep.File{cosmos, read(t, "main.bicep")} {
+		p := param(t, f, "continuousBackupTier")
+		require.Equal(t, "Continuous30Days", p.Default, f.Path)
+		require.Contains(t, p.Decorators, bicep.Decorator{Name: "allowed", Args: []bicep.Value{bicep.Array{"Continuous7Days", "Continuous30Days"}}}, f.Path)
+	}
+	require.Equal(t, "continuousBackupTier", expr(t, moduleParams(t, "cosmos").Values["continuousBackupTier"]))
+}
+
+// TestEnvironmentEncryptsPeerTraffic checks that traffic inside the
+// Container Apps environment is encrypted.
+func TestEnvironmentEncryptsPeerTraffic(t *testing.T) {
+	env := one(t, read(t, "modules/app.bicep"), "Microsoft.App/managedEnvironments")
+	require.Equal(t, true, at(t, env.Body, "properties", "peerTrafficConfiguration", "encryption", "enabled"))
+}
+
+// TestZoneRedundancyReachesBothResources checks that main.bicep's one
+// zoneRedundant parameter, off by default, reaches the Cosmos DB account's
+// location and the Container Apps environment, and that asking for it
+// without the subnet the environment then needs fails the deployment.
+func TestZoneRedundancyReachesBothResources(t *testing.T) {
+	main := read(t, "main.bicep")
+	require.Equal(t, false, param(t, main, "zoneRedundant").Default)
+	require.Equal(t, "", param(t, main, "infrastructureSubnetId").Default)
+	checked := main.Var("zoneRedundantChecked")
+	require.NotNil(t, checked)
+	const subnet = "/subscriptions/s/resourceGroups/g/providers/Microsoft.Network/virtualNetworks/v/subnets/aca"
+	for _, tc := range []struct {
+		name    string
+		zones   bool
+		subnet  string
+		want    bool
+		failure string
+	}{
+		{name: "default", want: false},
+		{name: "subnet without zones", subnet: subnet, want: false},
+		{name: "zones in a subnet", zones: true, subnet: subnet, want: true},
+		{name: "zones without a subnet", zones: true, failure: "needs infrastructureSubnetId"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := evalExpr(expr(t, checked.Value), map[string]any{"zoneRedundant": tc.zones, "infrastructureSubnetId": tc.subnet})
+			if tc.failure != "" {
+				require.ErrorIs(t, err, errFail)
+				require.ErrorContains(t, err, tc.failure)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+
+	// Both modules get the checked value; the app its subnet too.
+	require.Equal(t, "zoneRedundantChecked", expr(t, moduleParams(t, "cosmos").Values["zoneRedundant"]))
+	app := moduleParams(t, "app")
+	require.Equal(t, "zoneRedundantChecked", expr(t, app.Values["zoneRedundant"]))
+	require.Equal(t, "infrastructureSubnetId", expr(t, app.Values["infrastructureSubnetId"]))
+
+	cosmos := read(t, "modules/cosmos.bicep")
+	require.Equal(t, false, param(t, cosmos, "zoneRedundant").Default)
+	locations, ok := at(t, one(t, cosmos, "Microsoft.DocumentDB/databaseAccounts").Body, "properties", "locations").(bicep.Array)
+	require.True(t, ok)
+	require.Len(t, locations, 1)
+	require.Equal(t, "zoneRedundant", expr(t, at(t, locations[0], "isZoneRedundant")))
+
+	appFile := read(t, "modules/app.bicep")
+	require.Equal(t, false, param(t, appFile, "zoneRedundant").Default)
+	require.Equal(t, "", param(t, appFile, "infrastructureSubnetId").Default)
+	env := one(t, appFile, "Microsoft.App/managedEnvironments")
+	require.Equal(t, "zoneRedundant", expr(t, at(t, env.Body, "properties", "zoneRedundant")))
+	require.Equal(t, "empty(infrastructureSubnetId) ? null : { infrastructureSubnetId: infrastructureSubnetId }",
+		expr(t, at(t, env.Body, "properties", "vnetConfiguration")))
+}
+
+// TestAppPullsAfterItsAcrPullAssignment checks the image pull of the
+// first revision: the app pulls from the registry as the user-assigned
+// identity it runs under, that identity holds AcrPull on the registry, and
+// the container app depends on that assignment explicitly, so it is
+// created first (microsoft/azure-container-apps#646).
+func TestAppPullsAfterItsAcrPullAssignment(t *testing.T) {
+	appFile := read(t, "modules/app.bicep")
+	access := appFile.Module("registryAccess")
+	require.NotNil(t, access)
+	require.Equal(t, "registry-access.bicep", access.Path)
+	require.Equal(t, &bicep.Expr{Text: "!empty(containerRegistryName)"}, access.Condition)
+	require.Equal(t, "identityPrincipalId", expr(t, at(t, access.Body, "params", "principalId")))
+	require.Equal(t, "containerRegistryName", expr(t, at(t, access.Body, "params", "containerRegistryName")))
+
+	// The module assigns AcrPull on the registry to that principal.
+	regAccess := read(t, "modules/registry-access.bicep")
+	ra := one(t, regAccess, "Microsoft.Authorization/roleAssignments")
+	require.Equal(t, "principalId", expr(t, at(t, ra.Body, "properties", "principalId")))
+	require.Equal(t, "subscriptionResourceId('Microsoft.Authorization/roleDefinitions', acrPullRoleId)", expr(t, at(t, ra.Body, "properties", "roleDefinitionId")))
+	require.Equal(t, "7f951dda-4ed3-4680-a7ca-43fe172d538d", regAccess.Var("acrPullRoleId").Value, "AcrPull")
+	require.Equal(t, "registry", expr(t, at(t, ra.Body, "scope")))
+
+	app := one(t, appFile, "Microsoft.App/containerApps")
+	deps, ok := at(t, app.Body, "dependsOn").(bicep.Array)
+	require.True(t, ok)
+	require.Contains(t, deps, bicep.Expr{Text: "registryAccess"}, "the app is created after the AcrPull assignment")
+	require.Equal(t, "UserAssigned", at(t, app.Body, "identity", "type"))
+	require.Equal(t, "{ '${identityResourceId}': {} }", expr(t, at(t, app.Body, "identity", "userAssignedIdentities")))
+	require.Equal(t, "empty(containerRegistryName) ? [] : [{ server: registryAccess!.outputs.loginServer, identity: identityResourceId }]",
+		expr(t, at(t, app.Body, "properties", "configuration", "registries")), "the pull is the user-assigned identity's")
+
+	// main.bicep hands the app one identity: the one it runs under, pulls
+	// with and whose principal gets AcrPull.
+	params := moduleParams(t, "app")
+	for name, want := range map[string]string{
+		"identityResourceId":    "identity.outputs.resourceId",
+		"identityPrincipalId":   "identity.outputs.principalId",
+		"identityClientId":      "identity.outputs.clientId",
+		"containerRegistryName": "containerRegistryName",
+	} {
+		require.Equal(t, want, expr(t, params.Values[name]), name)
+	}
+}
+
+// TestIngressIsInternalUnlessAuthenticated checks who can reach the API:
+// the ingress is internal unless ingressExternal is set and both auth
+// parameters are; ingressExternal without them fails the deployment in
+// main.bicep, and the app module on its own never opens without them. The
+// auth parameters reach the service's environment.
+func TestIngressIsInternalUnlessAuthenticated(t *testing.T) {
+	main := read(t, "main.bicep")
+	appFile := read(t, "modules/app.bicep")
+	for _, f := range []*bicep.File{main, appFile} {
+		require.Equal(t, false, param(t, f, "ingressExternal").Default, f.Path)
+		require.Equal(t, "", param(t, f, "authTenantId").Default, f.Path)
+		require.Equal(t, "", param(t, f, "authAudience").Default, f.Path)
+	}
+	checked := main.Var("ingressExternalChecked")
+	require.NotNil(t, checked)
+	params := moduleParams(t, "app")
+	require.Equal(t, "ingressExternalChecked", expr(t, params.Values["ingressExternal"]))
+	require.Equal(t, "authTenantId", expr(t, params.Values["authTenantId"]))
+	require.Equal(t, "authAudience", expr(t, params.Values["authAudience"]))
+
+	app := one(t, appFile, "Microsoft.App/containerApps")
+	ingress := at(t, app.Body, "properties", "configuration", "ingress")
+	require.Equal(t, false, at(t, ingress, "allowInsecure"))
+	external := expr(t, at(t, ingress, "external"))
+	if v := appFile.Var(external); v != nil {
+		external = expr(t, v.Value)
+	}
+
+	for _, tc := range []struct {
+		name             string
+		external         bool
+		tenant, audience string
+		want             bool
+		failure          bool
+	}{
+		{name: "default"},
+		{name: "auth, internal", tenant: "t", audience: "a"},
+		{name: "external with auth", external: true, tenant: "t", audience: "a", want: true},
+		{name: "external without auth", external: true, failure: true},
+		{name: "external, tenant only", external: true, tenant: "t", failure: true},
+		{name: "external, audience only", external: true, audience: "a", failure: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]any{"ingressExternal": tc.external, "authTenantId": tc.tenant, "authAudience": tc.audience}
+			passed, err := evalExpr(expr(t, checked.Value), env)
+			if tc.failure {
+				require.ErrorIs(t, err, errFail)
+				require.ErrorContains(t, err, "needs authTenantId and authAudience")
+			} else {
+				require.NoError(t, err)
+				env["ingressExternal"] = passed
+				got, err := evalExpr(external, env)
+				require.NoError(t, err)
+				require.Equal(t, tc.want, got)
+			}
+			// The module alone: asked for external, open only with auth.
+			env["ingressExternal"] = true
+			got, err := evalExpr(external, env)
+			require.NoError(t, err)
+			require.Equal(t, tc.tenant != "" && tc.audience != "", got)
+		})
+	}
+
+	cs, ok := at(t, app.Body, "properties", "template", "containers").(bicep.Array)
+	require.True(t, ok)
+	env := envOf(t, cs[0])
+	require.Equal(t, "authTenantId", env["DURAFEED_AUTH_TENANT_ID"])
+	require.Equal(t, "authAudience", env["DURAFEED_AUTH_AUDIENCE"])
+	// The service refuses :8080 without authentication unless told
+	// DURAFEED_AUTH=none, and refuses "none" beside a tenant: the opt-out
+	// is set exactly when authentication is not configured.
+	optOut := appFile.Var(env["DURAFEED_AUTH"])
+	require.NotNil(t, optOut, "DURAFEED_AUTH is a variable of the app module")
+	for _, tc := range []struct {
+		tenant, audience, want string
+	}{{"", "", "none"}, {"t", "", "none"}, {"", "a", "none"}, {"t", "a", ""}} {
+		got, err := evalExpr(expr(t, optOut.Value), map[string]any{"authTenantId": tc.tenant, "authAudience": tc.audience})
+		require.NoError(t, err)
+		require.Equal(t, tc.want, got, "tenant %q, audience %q", tc.tenant, tc.audience)
 	}
 }

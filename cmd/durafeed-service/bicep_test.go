@@ -33,11 +33,19 @@ func TestBicepSetsWhatTheServiceReads(t *testing.T) {
 
 	d := readDeployment(t)
 	var set []string
+	values := map[string]string{}
 	for _, kv := range d.appEnv(t, map[string]string{"identityClientId": "client-id", "cosmosEndpoint": "https://account/"}) {
-		name, _, _ := strings.Cut(kv, "=")
+		name, value, _ := strings.Cut(kv, "=")
 		require.True(t, read[name], "the app sets %s, which the service does not read", name)
 		set = append(set, name)
+		values[name] = value
 	}
+	// The service starts on what the default deployment sets: :8080,
+	// authentication off by an explicit opt-out (the ingress internal).
+	c, err := configFromEnv(func(name string) string { return values[name] })
+	require.NoError(t, err, "the default deployment's environment is refused: %v", values)
+	require.Equal(t, "none", values["DURAFEED_AUTH"])
+	require.Equal(t, ":8080", c.Listen)
 	for _, need := range []string{"AZURE_CLIENT_ID", "COSMOS_ENDPOINT", "COSMOS_DATABASE", "COSMOS_CONTAINER"} {
 		require.True(t, slices.Contains(set, need), "the app must set %s", need)
 	}
@@ -190,6 +198,21 @@ func (d *deployment) appEnv(t *testing.T, given map[string]string) []string {
 		t.Fatalf("no value for the app's parameter %s (%#v)", name, v)
 		return ""
 	}
+	// value is an env value's expression: an app parameter, or the
+	// authentication opt-out variable under the default parameters.
+	value := func(name string) string {
+		if name == "authOptOut" {
+			v := d.app.Var(name)
+			require.NotNil(t, v)
+			require.Equal(t, "(empty(authTenantId) || empty(authAudience)) ? 'none' : ''", v.Value.(bicep.Expr).Text,
+				"a new rule here if the opt-out changes")
+			if param("authTenantId") == "" || param("authAudience") == "" {
+				return "none"
+			}
+			return ""
+		}
+		return param(name)
+	}
 	interpolated := regexp.MustCompile(`^'\$\{(\w+)\}([^$']*)'$`)
 	app := oneResource(t, d.app, "Microsoft.App/containerApps")
 	containers, ok := mustGet(t, app.Body, "properties", "template", "containers").(bicep.Array)
@@ -200,20 +223,20 @@ func (d *deployment) appEnv(t *testing.T, given map[string]string) []string {
 		require.True(t, ok)
 		for _, e := range list {
 			name := literalString(t, mustGet(t, e, "name"))
-			var value string
+			var val string
 			switch v := mustGet(t, e, "value").(type) {
 			case string:
-				value = v
+				val = v
 			case bicep.Expr:
 				if m := interpolated.FindStringSubmatch(v.Text); m != nil {
-					value = param(m[1]) + m[2]
+					val = param(m[1]) + m[2]
 				} else {
-					value = param(v.Text)
+					val = value(v.Text)
 				}
 			default:
 				t.Fatalf("%s: value %#v", name, v)
 			}
-			env = append(env, name+"="+value)
+			env = append(env, name+"="+val)
 		}
 	}
 	return env

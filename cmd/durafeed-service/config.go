@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/durafeed/durafeed/engine"
+	"github.com/durafeed/durafeed/httpauth"
 	"github.com/durafeed/durafeed/provider"
 )
 
@@ -35,6 +37,15 @@ type config struct {
 	PeerAdvertise string
 	Orchestration int
 	Workers       int
+	// AuthIssuer and AuthAudiences configure the API's bearer tokens
+	// (DURAFEED_AUTH_ISSUER, else the issuer of DURAFEED_AUTH_TENANT_ID;
+	// DURAFEED_AUTH_AUDIENCE); AuthIssuer "": no authentication, which
+	// configFromEnv allows on a loopback address, or with AuthNone.
+	AuthIssuer    string
+	AuthAudiences []string
+	// AuthNone is DURAFEED_AUTH=none: the API served unauthenticated on
+	// purpose, on any address.
+	AuthNone bool
 }
 
 // defaultGrace is the shutdown grace period: under Azure Container Apps'
@@ -47,10 +58,22 @@ const defaultGrace = 25 * time.Second
 // period unless DURAFEED_DRAIN says otherwise).
 const defaultDrain = 5 * time.Second
 
+// Default listen addresses: every interface when the API authenticates
+// its callers, else this machine only.
+const (
+	defaultListen     = ":8080"
+	defaultListenOpen = "127.0.0.1:8080"
+)
+
+// authRemedy is what the refusal to serve an open API beyond loopback
+// tells the operator to set.
+const authRemedy = "set DURAFEED_AUTH_TENANT_ID and DURAFEED_AUTH_AUDIENCE (Entra ID bearer tokens; " +
+	"DURAFEED_AUTH_ISSUER and DURAFEED_AUTH_AUDIENCE for another issuer), or DURAFEED_AUTH=none to serve the API " +
+	"unauthenticated on purpose, or listen on loopback only (DURAFEED_LISTEN=127.0.0.1:8080)"
+
 // configFromEnv reads the configuration through getenv.
 func configFromEnv(getenv func(string) string) (config, error) {
 	c := config{
-		Listen:        or(getenv("DURAFEED_LISTEN"), ":8080"),
 		Endpoint:      getenv("COSMOS_ENDPOINT"),
 		Key:           getenv("COSMOS_KEY"),
 		Database:      or(getenv("COSMOS_DATABASE"), "durafeed"),
@@ -124,7 +147,88 @@ func configFromEnv(getenv func(string) string) (config, error) {
 	if c.Key != "" && c.Endpoint == "" {
 		errs = append(errs, errors.New("COSMOS_KEY is set without COSMOS_ENDPOINT"))
 	}
+	errs = append(errs, c.readAuth(getenv)...)
 	return c, errors.Join(errs...)
+}
+
+// readAuth reads the API's authentication and the listen address, whose
+// default depends on it: a listener beyond loopback needs authentication,
+// or DURAFEED_AUTH=none.
+func (c *config) readAuth(getenv func(string) string) []error {
+	var errs []error
+	tenant, issuer := strings.TrimSpace(getenv("DURAFEED_AUTH_TENANT_ID")), strings.TrimSpace(getenv("DURAFEED_AUTH_ISSUER"))
+	for _, a := range strings.Split(getenv("DURAFEED_AUTH_AUDIENCE"), ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.AuthAudiences = append(c.AuthAudiences, a)
+		}
+	}
+	switch mode := getenv("DURAFEED_AUTH"); mode {
+	case "":
+	case "none":
+		c.AuthNone = true
+	default:
+		errs = append(errs, fmt.Errorf("DURAFEED_AUTH %q: want none (no authentication, on purpose) or unset", mode))
+	}
+	switch {
+	case issuer != "":
+		c.AuthIssuer = issuer // the explicit issuer wins; the tenant is then not used
+	case tenant != "":
+		derived, err := httpauth.EntraIssuer(tenant)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("DURAFEED_AUTH_TENANT_ID: %w", err))
+		}
+		c.AuthIssuer = derived
+	}
+	switch {
+	case c.AuthIssuer != "" && c.AuthNone:
+		errs = append(errs, errors.New("DURAFEED_AUTH=none is set with DURAFEED_AUTH_TENANT_ID or DURAFEED_AUTH_ISSUER: choose one"))
+	case (tenant != "" || issuer != "") && len(c.AuthAudiences) == 0:
+		errs = append(errs, errors.New("DURAFEED_AUTH_AUDIENCE is required with DURAFEED_AUTH_TENANT_ID or DURAFEED_AUTH_ISSUER: the API's client (application) id"))
+	case tenant == "" && issuer == "" && len(c.AuthAudiences) > 0:
+		errs = append(errs, errors.New("DURAFEED_AUTH_AUDIENCE is set without DURAFEED_AUTH_TENANT_ID or DURAFEED_AUTH_ISSUER"))
+	case c.AuthIssuer != "":
+		if err := (httpauth.Options{Issuer: c.AuthIssuer, Audiences: c.AuthAudiences}).Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("DURAFEED_AUTH_ISSUER, DURAFEED_AUTH_AUDIENCE: %w", err))
+		}
+	}
+	authenticated := tenant != "" || issuer != ""
+	c.Listen = getenv("DURAFEED_LISTEN")
+	if strings.TrimSpace(c.Listen) == "" {
+		c.Listen = defaultListenOpen
+		if authenticated {
+			c.Listen = defaultListen
+		}
+	}
+	if !authenticated && !c.AuthNone && !loopback(c.Listen) {
+		errs = append(errs, fmt.Errorf("DURAFEED_LISTEN %q is not a loopback address and the API has no authentication: %s", c.Listen, authRemedy))
+	}
+	return errs
+}
+
+// loopback reports whether a listen address takes connections from this
+// machine only: a loopback IP or localhost (an empty host is every
+// interface, and another name could resolve anywhere).
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// apiAuth describes the API's authentication for the start-up line.
+func (c config) apiAuth() string {
+	switch {
+	case c.AuthIssuer != "":
+		return "bearer tokens of " + c.AuthIssuer
+	case c.AuthNone:
+		return "none (DURAFEED_AUTH=none)"
+	}
+	return "none (loopback only)"
 }
 
 func or(s, def string) string {
@@ -150,7 +254,7 @@ func (c config) fields() []zap.Field {
 			auth = "Entra ID (DefaultAzureCredential)"
 		}
 	}
-	return []zap.Field{zap.String("listen", c.Listen), zap.String("store", store), zap.String("auth", auth),
+	return []zap.Field{zap.String("listen", c.Listen), zap.String("api_auth", c.apiAuth()), zap.String("store", store), zap.String("auth", auth),
 		zap.String("database", c.Database), zap.String("container", c.Container), zap.Stringer("mode", c.Mode),
 		zap.Duration("grace", c.Grace), zap.Duration("drain", c.Drain), zap.Bool("peer_wake", c.PeerListen != ""),
 		zap.Int("orchestration_concurrency", c.Orchestration), zap.Int("worker_concurrency", c.Workers)}

@@ -4,12 +4,19 @@
 // graceful stop on SIGTERM. It is built on the public API only, so it is
 // also the example of embedding durafeed in a service of one's own.
 //
-//	go run ./cmd/durafeed-service                  # embedded cosmosemu, :8080
+//	go run ./cmd/durafeed-service                  # embedded cosmosemu, 127.0.0.1:8080, no authentication
 //	curl -s localhost:8080/v1/instances -d '{"name":"Greet","input":{"name":"Ada"}}'
 //
 // Configuration is read from the environment:
 //
-//	DURAFEED_LISTEN                     HTTP listen address (default :8080)
+//	DURAFEED_LISTEN                     HTTP listen address (default :8080 with authentication, else 127.0.0.1:8080)
+//	DURAFEED_AUTH_TENANT_ID             Entra ID tenant (directory) id, a GUID: the API takes bearer tokens
+//	                                    of https://login.microsoftonline.com/<tenant>/v2.0 (default: none)
+//	DURAFEED_AUTH_ISSUER                token issuer URL instead of the tenant's (another cloud, another
+//	                                    OpenID Connect issuer); when set, DURAFEED_AUTH_TENANT_ID is not used
+//	DURAFEED_AUTH_AUDIENCE              accepted aud values, comma-separated: the API app registration's
+//	                                    client id (required with either of the two above)
+//	DURAFEED_AUTH                       none: serve the API without authentication on any address
 //	COSMOS_ENDPOINT                     account endpoint; unset: an embedded, in-memory cosmosemu
 //	COSMOS_KEY                          account key; unset: Entra ID (DefaultAzureCredential)
 //	AZURE_CLIENT_ID                     client id of the user-assigned managed identity to use
@@ -30,13 +37,32 @@
 //
 // Metrics are served in the Prometheus format at /metrics.
 //
+// Authentication: with DURAFEED_AUTH_TENANT_ID (or DURAFEED_AUTH_ISSUER)
+// and DURAFEED_AUTH_AUDIENCE, every request but /healthz and /readyz
+// needs an access token (Authorization: Bearer), verified by package
+// httpauth (issuer, audience, signature by the issuer's published keys,
+// expiry), and its app roles decide what it may do: Durafeed.Reader
+// reads (status, list, /metrics), Durafeed.Operator also starts, raises
+// and cancels, Durafeed.Admin also deletes and forces. Entra ID issues
+// the v2.0 tokens this expects when the API's app registration asks for
+// them (api.requestedAccessTokenVersion 2); otherwise its v1.0 tokens
+// name another issuer and are refused. Without authentication the API is
+// open to whoever reaches it, so the service refuses to start (status 2,
+// naming these variables) on an address beyond loopback, such as the
+// image's :8080, unless DURAFEED_AUTH=none says that is intended (then it
+// logs a warning); by default it listens on 127.0.0.1:8080 then. The
+// issuer's keys load in the background, retried: until they do, the
+// replica runs its orchestrations but is not ready, and the API answers
+// 503.
+//
 // With Entra ID the database and container must exist (data-plane RBAC
 // cannot create them); with a key they are created when missing. The key
 // and tokens are never logged, nor are payloads.
 //
-// Readiness (/readyz) turns on once the runtime's dispatchers run and, in
-// event-driven mode, the replica holds its share of the leases; liveness
-// (/healthz) answers while the process serves. On SIGTERM or SIGINT the
+// Readiness (/readyz) turns on once the runtime's dispatchers run, in
+// event-driven mode the replica holds its share of the leases, and with
+// authentication the issuer's keys are loaded; liveness (/healthz)
+// answers while the process serves. On SIGTERM or SIGINT the
 // replica stops being ready: for DURAFEED_DRAIN it keeps its listener
 // open and answers every request (/readyz with 503, so that probes and
 // load balancers take it out of rotation; connections are not kept
@@ -60,6 +86,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -72,6 +99,7 @@ import (
 	"github.com/durafeed/durafeed/cosmosemu"
 	"github.com/durafeed/durafeed/engine"
 	"github.com/durafeed/durafeed/httpapi"
+	"github.com/durafeed/durafeed/httpauth"
 	"github.com/durafeed/durafeed/provider"
 	"github.com/durafeed/durafeed/runtime"
 	"github.com/durafeed/durafeed/store"
@@ -149,21 +177,58 @@ func run(ctx context.Context, cfg config, getenv func(string) string, log *zap.L
 		}
 	}()
 
+	// The API's authentication: the issuer's keys load in the background
+	// (retried; not ready until they do), while the replica starts.
+	var (
+		verifier *httpauth.Verifier
+		authn    httpapi.Authenticator
+	)
+	switch {
+	case cfg.AuthIssuer != "":
+		verifier, err = httpauth.New(httpauth.Options{Issuer: cfg.AuthIssuer, Audiences: cfg.AuthAudiences, Logger: log.Named("auth")})
+		if err != nil {
+			return err
+		}
+		authn = verifier
+	case cfg.AuthNone:
+		log.Warn("DURAFEED_AUTH=none: the API is open, without authentication: whoever reaches the listen address may start, raise, cancel, list and delete instances",
+			zap.String("listen", cfg.Listen))
+	}
+	var ready atomic.Bool // the replica's part of readiness; the keys are the other
+	readyNow := func() bool { return ready.Load() && (verifier == nil || verifier.Ready()) }
+	var announced sync.Once
+	announce := func() {
+		if readyNow() {
+			announced.Do(func() { log.Info("ready") })
+		}
+	}
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	loading := make(chan struct{})
+	go func() {
+		defer close(loading)
+		if verifier != nil && verifier.Load(loadCtx) == nil {
+			announce()
+		}
+	}()
+	defer func() {
+		stopLoad()
+		<-loading
+	}()
+
 	reg := runtime.NewRegistry()
 	sample.Register(reg)
 	rt := runtime.New(p, reg, runtime.Options{Logger: log.Named("runtime"),
 		OrchestrationConcurrency: cfg.Orchestration, WorkerConcurrency: cfg.Workers,
 		TracerProvider: tel.tracer, MeterProvider: tel.meter})
 
-	var ready atomic.Bool
 	stopping := make(chan struct{})
-	api, err := httpapi.New(rt.Client(), httpapi.Options{Orchestrations: reg, Ready: ready.Load, Stopping: stopping,
-		Logger: log.Named("http"), TracerProvider: tel.tracer})
+	api, err := httpapi.New(rt.Client(), httpapi.Options{Orchestrations: reg, Ready: readyNow, Stopping: stopping,
+		Logger: log.Named("http"), TracerProvider: tel.tracer, Authenticator: authn})
 	if err != nil {
 		return err
 	}
 	routes := http.NewServeMux()
-	routes.Handle("GET /metrics", tel.metrics)
+	routes.Handle("GET /metrics", httpapi.RequireRole(authn, httpapi.RoleReader, tel.metrics))
 	routes.Handle("/", api)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -189,7 +254,10 @@ func run(ctx context.Context, cfg config, getenv func(string) string, log *zap.L
 	}
 	if ctx.Err() == nil {
 		ready.Store(true)
-		log.Info("ready")
+		if !readyNow() {
+			log.Info("the replica runs; not ready until the token signing keys load")
+		}
+		announce()
 	}
 
 	select {

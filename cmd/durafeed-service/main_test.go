@@ -44,7 +44,7 @@ func TestConfigFromEnv(t *testing.T) {
 	t.Parallel()
 	c, err := configFromEnv(env(nil))
 	require.NoError(t, err)
-	require.Equal(t, config{Listen: ":8080", Database: "durafeed", Container: "durafeed", Mode: provider.ModeEventDriven,
+	require.Equal(t, config{Listen: "127.0.0.1:8080", Database: "durafeed", Container: "durafeed", Mode: provider.ModeEventDriven,
 		LogLevel: zapcore.InfoLevel, Grace: defaultGrace, Drain: defaultDrain, Orchestration: 2, Workers: 2}, c)
 
 	c, err = configFromEnv(env(map[string]string{
@@ -140,6 +140,15 @@ func startService(t *testing.T, vars map[string]string, log *zap.Logger) (string
 // the function's own).
 func startServiceWith(t *testing.T, vars map[string]string, log *zap.Logger, h *hooks) (string, func() error) {
 	t.Helper()
+	base, stop := launchService(t, vars, log, h)
+	require.Eventually(t, func() bool { s, _ := getJSON(t, base+"/readyz"); return s == http.StatusOK }, hang, 10*time.Millisecond)
+	return base, stop
+}
+
+// launchService is startServiceWith without the wait for readiness: it
+// returns once the service listens.
+func launchService(t *testing.T, vars map[string]string, log *zap.Logger, h *hooks) (string, func() error) {
+	t.Helper()
 	vars["DURAFEED_LISTEN"] = "127.0.0.1:0"
 	cfg, err := configFromEnv(env(vars))
 	require.NoError(t, err)
@@ -168,7 +177,6 @@ func startServiceWith(t *testing.T, vars map[string]string, log *zap.Logger, h *
 		t.Fatal("the service never listened")
 	}
 	t.Cleanup(func() { cancel() })
-	require.Eventually(t, func() bool { s, _ := getJSON(t, base+"/readyz"); return s == http.StatusOK }, hang, 10*time.Millisecond)
 	return base, stop
 }
 

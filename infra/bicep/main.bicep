@@ -78,6 +78,35 @@ param shutdownGraceSeconds int = 25
 @maxValue(730)
 param logRetentionInDays int = 30
 
+@description('Optional. Cosmos DB continuous backup: point-in-time restore over 30 days (billed per GB) or 7 days (free).')
+@allowed([
+  'Continuous7Days'
+  'Continuous30Days'
+])
+param continuousBackupTier string = 'Continuous30Days'
+
+@description('Optional. Spread Cosmos DB and the Container Apps environment over availability zones: needs a region with zones and infrastructureSubnetId (the deployment fails without it). Both resources take it when created only.')
+param zoneRedundant bool = false
+
+@description('Optional. Resource id of a subnet (/27 or larger, delegated to Microsoft.App/environments, used by nothing else) the Container Apps environment joins; required by zoneRedundant. Taken when the environment is created only.')
+param infrastructureSubnetId string = ''
+
+@description('Optional. Accept requests from the internet. Needs authTenantId and authAudience (the deployment fails without them: no open API); by default the ingress is internal, reachable from inside the Container Apps environment only.')
+param ingressExternal bool = false
+
+@description('Optional. Entra ID tenant of the tokens the service accepts (DURAFEED_AUTH_TENANT_ID); empty: no authentication.')
+param authTenantId string = ''
+
+@description('Optional. Audience of the tokens the service accepts (DURAFEED_AUTH_AUDIENCE); empty: no authentication.')
+param authAudience string = ''
+
+// One switch for both: Cosmos DB's region and the Container Apps
+// environment, which is zone redundant only in a virtual network.
+var zoneRedundantChecked = zoneRedundant ? (empty(infrastructureSubnetId) ? fail('zoneRedundant needs infrastructureSubnetId: a Container Apps environment is zone redundant only in a virtual network.') : true) : false
+
+// External ingress only with authentication: asking for it without fails.
+var ingressExternalChecked = ingressExternal ? (!empty(authTenantId) && !empty(authAudience) ? true : fail('ingressExternal needs authTenantId and authAudience: without them the API would be open to the internet.')) : false
+
 module identity 'modules/identity.bicep' = {
   name: '${deployment().name}-identity'
   params: {
@@ -108,15 +137,9 @@ module cosmos 'modules/cosmos.bicep' = {
     throughputMode: throughputMode
     autoscaleMaxThroughput: autoscaleMaxThroughput
     publicNetworkAccess: publicNetworkAccess
+    zoneRedundant: zoneRedundantChecked
+    continuousBackupTier: continuousBackupTier
     dataContributorPrincipalIds: concat([identity.outputs.principalId], additionalDataContributorPrincipalIds)
-  }
-}
-
-module registryAccess 'modules/registry-access.bicep' = if (!empty(containerRegistryName)) {
-  name: '${deployment().name}-registry-access'
-  params: {
-    containerRegistryName: containerRegistryName
-    principalId: identity.outputs.principalId
   }
 }
 
@@ -129,9 +152,10 @@ module app 'modules/app.bicep' = {
     tags: tags
     logAnalyticsWorkspaceResourceId: monitoring.outputs.resourceId
     containerImage: containerImage
-    registryServer: empty(containerRegistryName) ? '' : registryAccess!.outputs.loginServer
+    containerRegistryName: containerRegistryName
     identityResourceId: identity.outputs.resourceId
     identityClientId: identity.outputs.clientId
+    identityPrincipalId: identity.outputs.principalId
     cosmosEndpoint: cosmos.outputs.endpoint
     databaseName: cosmos.outputs.databaseName
     containerName: cosmos.outputs.containerName
@@ -140,6 +164,11 @@ module app 'modules/app.bicep' = {
     minReplicas: minReplicas
     maxReplicas: maxReplicas
     httpConcurrentRequests: httpConcurrentRequests
+    zoneRedundant: zoneRedundantChecked
+    infrastructureSubnetId: infrastructureSubnetId
+    ingressExternal: ingressExternalChecked
+    authTenantId: authTenantId
+    authAudience: authAudience
   }
 }
 
@@ -152,7 +181,7 @@ output identityClientId string = identity.outputs.clientId
 @description('The principal id of the service\'s managed identity.')
 output identityPrincipalId string = identity.outputs.principalId
 
-@description('The service\'s URL.')
+@description('The service\'s URL: reachable from inside the Container Apps environment only, unless ingressExternal.')
 output appUrl string = 'https://${app.outputs.fqdn}'
 
 @description('The name of the container app.')

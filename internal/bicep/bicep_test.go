@@ -186,6 +186,11 @@ resource ids 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = [fo
 }]
 resource sa 'Microsoft.Storage/storageAccounts@2023-05-01' = {
   name: 'sa'
+  #disable-next-line no-unnecessary-dependson
+  dependsOn: [
+    kv
+    ids
+  ]
   resource blobs 'blobServices' = {
     name: 'default'
   }
@@ -201,7 +206,8 @@ resource sa 'Microsoft.Storage/storageAccounts@2023-05-01' = {
 			blobs := f.Resource("sa::blobs")
 			require.Equal(t, "Microsoft.Storage/storageAccounts/blobServices", blobs.Type)
 			require.Equal(t, "2023-05-01", blobs.APIVersion)
-			require.Equal(t, []string{"name"}, readerObj(t, f.Resource("sa").Body).Keys)
+			require.Equal(t, []string{"name", "dependsOn"}, readerObj(t, f.Resource("sa").Body).Keys)
+			require.Equal(t, Array{Expr{"kv"}, Expr{"ids"}}, readerAt(t, f.Resource("sa").Body, "dependsOn"))
 		},
 	}, {
 		name: "comments everywhere",

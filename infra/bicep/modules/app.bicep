@@ -1,5 +1,5 @@
 metadata name = 'durafeed service app'
-metadata description = 'The Container Apps environment, its diagnostic settings, and the durafeed service as a container app running under a user-assigned managed identity.'
+metadata description = 'The Container Apps environment, its diagnostic settings, and the durafeed service as a container app running under a user-assigned managed identity, which pulls its image once AcrPull is in place.'
 
 @description('Required. Name of the container app: 2 to 32 lowercase letters, digits and hyphens.')
 @minLength(2)
@@ -23,14 +23,17 @@ param logAnalyticsWorkspaceResourceId string
 @description('Required. The service\'s image reference (registry/repository:tag or @digest).')
 param containerImage string
 
-@description('Optional. The login server of the registry the image is pulled from with the identity; empty for a public image.')
-param registryServer string = ''
+@description('Optional. Name of an Azure container registry in this resource group the image is pulled from with the identity, which gets AcrPull on it before the app is created; empty for a public image.')
+param containerRegistryName string = ''
 
-@description('Required. Resource id of the user-assigned managed identity the app runs under.')
+@description('Required. Resource id of the user-assigned managed identity the app runs under and pulls its image with.')
 param identityResourceId string
 
 @description('Required. Client id of that identity, handed to the service as AZURE_CLIENT_ID.')
 param identityClientId string
+
+@description('Required. Principal (object) id of that identity, granted AcrPull when containerRegistryName is set.')
+param identityPrincipalId string
 
 @description('Required. The Cosmos DB account endpoint.')
 param cosmosEndpoint string
@@ -82,6 +85,29 @@ param cpu string = '0.5'
 @description('Optional. Memory per replica: 2 GiB per core (1Gi for 0.5 cores).')
 param memory string = '1Gi'
 
+@description('Optional. Whether the environment spreads replicas over availability zones; needs infrastructureSubnetId. Set when the environment is created only.')
+param zoneRedundant bool = false
+
+@description('Optional. Resource id of the subnet the environment joins (/27 or larger, delegated to Microsoft.App/environments); empty: a network Azure manages. Set when the environment is created only.')
+param infrastructureSubnetId string = ''
+
+@description('Optional. Whether the ingress accepts requests from the internet. It does only when authTenantId and authAudience are set too; otherwise it stays internal (reachable from inside the environment only).')
+param ingressExternal bool = false
+
+@description('Optional. The Entra ID tenant of the tokens the service accepts (DURAFEED_AUTH_TENANT_ID); empty: none.')
+param authTenantId string = ''
+
+@description('Optional. The audience of the tokens the service accepts (DURAFEED_AUTH_AUDIENCE); empty: none.')
+param authAudience string = ''
+
+// Without authentication the service answers on :8080 only when told so
+// (DURAFEED_AUTH=none): the ingress is then internal, reachable from
+// inside the environment only.
+var authOptOut = (empty(authTenantId) || empty(authAudience)) ? 'none' : ''
+
+// The API is never open to the internet: external only with authentication.
+var ingressIsExternal = ingressExternal && !empty(authTenantId) && !empty(authAudience)
+
 resource environment 'Microsoft.App/managedEnvironments@2025-07-01' = {
   name: environmentName
   location: location
@@ -98,6 +124,15 @@ resource environment 'Microsoft.App/managedEnvironments@2025-07-01' = {
         workloadProfileType: 'Consumption'
       }
     ]
+    // Zone redundancy needs the environment in a virtual network.
+    zoneRedundant: zoneRedundant
+    vnetConfiguration: empty(infrastructureSubnetId) ? null : { infrastructureSubnetId: infrastructureSubnetId }
+    // Traffic inside the environment is encrypted (platform certificates).
+    peerTrafficConfiguration: {
+      encryption: {
+        enabled: true
+      }
+    }
   }
 }
 
@@ -121,10 +156,26 @@ resource environmentDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-0
   }
 }
 
+module registryAccess 'registry-access.bicep' = if (!empty(containerRegistryName)) {
+  name: '${deployment().name}-registry-access'
+  params: {
+    containerRegistryName: containerRegistryName
+    principalId: identityPrincipalId
+  }
+}
+
 resource app 'Microsoft.App/containerApps@2025-07-01' = {
   name: name
   location: location
   tags: tags
+  // The first revision pulls the image as the user-assigned identity as soon
+  // as the app exists, so AcrPull is assigned first
+  // (microsoft/azure-container-apps#646). Explicit, not left to the
+  // reference to the registry's login server below.
+  #disable-next-line no-unnecessary-dependson
+  dependsOn: [
+    registryAccess
+  ]
   identity: {
     type: 'UserAssigned'
     userAssignedIdentities: {
@@ -137,12 +188,12 @@ resource app 'Microsoft.App/containerApps@2025-07-01' = {
     configuration: {
       activeRevisionsMode: 'Single'
       ingress: {
-        external: true
+        external: ingressIsExternal
         targetPort: 8080
         transport: 'http'
         allowInsecure: false
       }
-      registries: empty(registryServer) ? [] : [{ server: registryServer, identity: identityResourceId }]
+      registries: empty(containerRegistryName) ? [] : [{ server: registryAccess!.outputs.loginServer, identity: identityResourceId }]
     }
     template: {
       // The platform's SIGTERM-to-SIGKILL wait: the service's own grace
@@ -189,6 +240,19 @@ resource app 'Microsoft.App/containerApps@2025-07-01' = {
             {
               name: 'DURAFEED_GRACE'
               value: '${shutdownGraceSeconds}s'
+            }
+            // Empty when authentication is off.
+            {
+              name: 'DURAFEED_AUTH_TENANT_ID'
+              value: authTenantId
+            }
+            {
+              name: 'DURAFEED_AUTH_AUDIENCE'
+              value: authAudience
+            }
+            {
+              name: 'DURAFEED_AUTH'
+              value: authOptOut
             }
           ]
           probes: [
@@ -239,7 +303,7 @@ output resourceId string = app.id
 @description('The name of the app.')
 output name string = app.name
 
-@description('The app\'s public host name.')
+@description('The app\'s host name: internal (reachable from inside the environment) unless the ingress is external.')
 output fqdn string = app.properties.configuration.ingress.fqdn
 
 @description('The resource id of the environment.')

@@ -36,8 +36,15 @@ param autoscaleMaxThroughput int = 1000
 ])
 param publicNetworkAccess string = 'Enabled'
 
-@description('Optional. Whether the account\'s region spreads its replicas over availability zones.')
+@description('Optional. Whether the account\'s region spreads its replicas over availability zones (the region must have zones). Set when the account is created: it cannot be changed on an existing region.')
 param zoneRedundant bool = false
+
+@description('Optional. How far back point-in-time restore reaches: continuous backup of 30 days (billed per GB) or 7 days (free). The tier can be switched later; continuous backup cannot be turned back to periodic.')
+@allowed([
+  'Continuous7Days'
+  'Continuous30Days'
+])
+param continuousBackupTier string = 'Continuous30Days'
 
 @description('Required. Principal (object) ids granted Cosmos DB Built-in Data Contributor on the container, and on nothing wider.')
 param dataContributorPrincipalIds array
@@ -64,6 +71,14 @@ resource account 'Microsoft.DocumentDB/databaseAccounts@2025-04-15' = {
       }
     ]
     capabilities: throughputMode == 'Serverless' ? [{ name: 'EnableServerless' }] : []
+    // Point-in-time restore, to a new account, of any second in the tier's
+    // window; as Azure Verified Modules default to.
+    backupPolicy: {
+      type: 'Continuous'
+      continuousModeProperties: {
+        tier: continuousBackupTier
+      }
+    }
     // Entra ID only: keys are refused, and so are metadata writes (database
     // and container changes) through the data plane.
     disableLocalAuth: true
@@ -257,7 +272,10 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
 
 // The service reads and writes one container, and the data-plane roles
 // allow a container scope: the assignment names the container, not the
-// database or the account.
+// database or the account. One at a time: the account refuses a role
+// assignment written while another holds its lock (412, "another user
+// operation in progress").
+@batchSize(1)
 resource dataContributor 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2025-04-15' = [
   for principalId in dataContributorPrincipalIds: {
     parent: account
