@@ -197,6 +197,13 @@ func openStore(ctx context.Context, endpoint, certFile string) (*provider.Provid
 }
 
 // report is what a run measured and found.
+// slow is an orchestration after the kill: when it began, relative to
+// the SIGKILL, and how long it took.
+type slow struct {
+	id, kind    string
+	began, took time.Duration
+}
+
 // afterKillWindow is how long after the SIGKILL a started orchestration
 // still counts as "after the kill".
 const afterKillWindow = 10 * time.Second
@@ -207,9 +214,16 @@ type report struct {
 	Peer         bool
 	RestartAfter time.Duration
 	Restarted    bool
+	// RestartReady is how long after the SIGKILL the restarted service
+	// answered ready (its /readyz: joined the leases).
+	RestartReady time.Duration
 	// AfterKill are the latencies of the orchestrations in flight at the
 	// SIGKILL or started within afterKillWindow after it.
-	AfterKill               []time.Duration
+	AfterKill []time.Duration
+	slowest   []slow // the same orchestrations, for naming the slowest
+	// AtTerm are the latencies of the orchestrations in flight at the
+	// SIGTERM.
+	AtTerm                  []time.Duration
 	N, Completed            int
 	Elapsed                 time.Duration
 	Latency, Greet          []time.Duration
@@ -229,8 +243,8 @@ func (r *report) write(w io.Writer) {
 	}
 	fmt.Fprintf(w, "durafeed fleet, %s (%s): cosmosemu and 3 durafeed-service processes, %d orchestrations (Greet, FanOut of 5, Approval by event)\n",
 		r.Mode, channel, r.N)
-	fmt.Fprintf(w, "  %s killed (SIGKILL) and started again under its replica id %v later: %v; %s stopped (SIGTERM), %s started in its place\n",
-		r.Killed, r.RestartAfter, r.Restarted, r.Termed, r.Started)
+	fmt.Fprintf(w, "  %s killed (SIGKILL) and started again under its replica id %v later: %v (ready %v after the kill); %s stopped (SIGTERM), %s started in its place\n",
+		r.Killed, r.RestartAfter, r.Restarted, r.RestartReady.Round(time.Millisecond), r.Termed, r.Started)
 	fmt.Fprintf(w, "  completed     %d of %d in %.1fs: %.1f orchestrations/s\n", r.Completed, r.N, r.Elapsed.Seconds(), float64(r.Completed)/r.Elapsed.Seconds())
 	fmt.Fprintf(w, "  latency       p50 %v  p99 %v  max %v (HTTP start to completion seen over HTTP)\n",
 		pct(r.Latency, 0.5).Round(time.Millisecond), pct(r.Latency, 0.99).Round(time.Millisecond), pct(r.Latency, 1).Round(time.Millisecond))
@@ -239,6 +253,12 @@ func (r *report) write(w io.Writer) {
 	fmt.Fprintf(w, "  after kill    p50 %v  p99 %v  max %v (%d orchestrations in flight at the SIGKILL or started within %v of it)\n",
 		pct(r.AfterKill, 0.5).Round(time.Millisecond), pct(r.AfterKill, 0.99).Round(time.Millisecond), pct(r.AfterKill, 1).Round(time.Millisecond),
 		len(r.AfterKill), afterKillWindow)
+	fmt.Fprintf(w, "  at SIGTERM    p50 %v  p99 %v (%d orchestrations in flight at the SIGTERM)\n",
+		pct(r.AtTerm, 0.5).Round(time.Millisecond), pct(r.AtTerm, 0.99).Round(time.Millisecond), len(r.AtTerm))
+	sort.Slice(r.slowest, func(i, j int) bool { return r.slowest[i].took > r.slowest[j].took })
+	for _, o := range r.slowest[:min(3, len(r.slowest))] {
+		fmt.Fprintf(w, "                %s (%s) began %v from the kill, took %v\n", o.id, o.kind, o.began.Round(time.Millisecond), o.took.Round(time.Millisecond))
+	}
 	handed := fmt.Sprint(r.HandedOff)
 	if r.Mode == modePolling {
 		handed = "none held (polling)"
@@ -325,6 +345,7 @@ func run(ctx context.Context, c config) (*report, error) {
 		err        error
 	}
 	var killedAt atomic.Int64 // unix ns of the SIGKILL, 0 before
+	var termedAt atomic.Int64 // unix ns of the SIGTERM, 0 before
 	outcomes := make(chan outcome, c.N)
 	var completed atomic.Int64
 	sem := make(chan struct{}, c.InFlight)
@@ -370,6 +391,7 @@ func run(ctx context.Context, c config) (*report, error) {
 			return
 		}
 		rep.Restarted = true
+		rep.RestartReady = time.Since(time.Unix(0, killedAt.Load()))
 		if !wait(int64(2 * c.N / 3)) {
 			chaosDone <- ctx.Err()
 			return
@@ -377,6 +399,7 @@ func run(ctx context.Context, c config) (*report, error) {
 		termed := fl.remove(0)
 		rep.Termed = termed.name
 		at := time.Now()
+		termedAt.Store(at.UnixNano())
 		_ = termed.cmd.Process.Signal(syscall.SIGTERM)
 		if err := startService(3); err != nil {
 			chaosDone <- err
@@ -435,11 +458,16 @@ func run(ctx context.Context, c config) (*report, error) {
 			rep.Greet = append(rep.Greet, took)
 		}
 		// After the kill: in flight at it, or started within
-		// afterKillWindow of it.
+		// afterKillWindow of it, and ended before the SIGTERM (which
+		// AtTerm measures).
 		if k := killedAt.Load(); k != 0 {
 			at := time.Unix(0, k)
-			if (o.began.Before(at) && o.end.After(at)) || (!o.began.Before(at) && o.began.Sub(at) < afterKillWindow) {
+			term := termedAt.Load()
+			if term != 0 && o.began.Before(time.Unix(0, term)) && o.end.After(time.Unix(0, term)) {
+				rep.AtTerm = append(rep.AtTerm, took)
+			} else if (o.began.Before(at) && o.end.After(at)) || (!o.began.Before(at) && o.began.Sub(at) < afterKillWindow) {
 				rep.AfterKill = append(rep.AfterKill, took)
+				rep.slowest = append(rep.slowest, slow{id: o.id, kind: o.kind, began: o.began.Sub(at), took: took})
 			}
 		}
 	}

@@ -32,7 +32,7 @@ func TestFleet(t *testing.T) {
 		require.Contains(t, out.String(), "durafeed fleet, "+mode)
 		report := out.String()[strings.Index(out.String(), "durafeed fleet, "+mode):]
 		require.Contains(t, report, "completed     60 of 60", mode)
-		require.Contains(t, report, "started again under its replica id 1s later: true", mode)
+		require.Contains(t, report, "started again under its replica id 1s later: true (ready", mode)
 	}
 	require.Contains(t, out.String(), "status 0: true, leases handed over: true")
 	require.Contains(t, out.String(), "after the kill and restart in place")
