@@ -36,6 +36,9 @@ type batchResult struct {
 }
 
 func (s *Server) handleBatch(req *Request) (*Response, *apiError) {
+	if isBulkRequest(req.HTTP.Header) {
+		return s.handleBulk(req)
+	}
 	t := req.tgt
 	var ops []batchOp
 	if err := json.Unmarshal(req.body, &ops); err != nil {
@@ -48,11 +51,9 @@ func (s *Server) handleBatch(req *Request) (*Response, *apiError) {
 		return nil, errBadRequest(msgBatchTooMany)
 	}
 	for i := range ops {
-		if ops[i].PartitionKey != nil && string(ops[i].PartitionKey) != "null" {
-			comps, err := parsePKHeader(string(ops[i].PartitionKey))
-			if err != nil || pkKey(t.def.normalizeNone(comps)) != pkKey(t.pk) {
-				return nil, errBadRequest("All operations of a transactional batch must target the partition key of the request.")
-			}
+		comps, has, err := opPartitionKey(ops[i].PartitionKey)
+		if has && (err != nil || pkKey(t.def.normalizeNone(comps)) != pkKey(t.pk)) {
+			return nil, errBadRequest("All operations of a transactional batch must target the partition key of the request.")
 		}
 	}
 	withContent := wantsContent(req)

@@ -48,7 +48,46 @@
 //     rules, Prefer: return=minimal, session tokens "<range>:-1#<lsn>".
 //   - Transactional batch: at most 100 operations, all-or-nothing under the
 //     partition lock, per-operation If-Match, 207 with the failing
-//     operation's status and 424 for the others.
+//     operation's status and 424 for the others. Operation partition keys
+//     are read as JSON text in a string (Java, .NET) or as an array.
+//   - Bulk, as the .NET, Java and JavaScript bulk executors send it: a batch
+//     with x-ms-cosmos-batch-atomic: False addressed by
+//     x-ms-documentdb-partitionkeyrangeid, each operation carrying its own
+//     partitionKey. Each operation commits on its own (own LSN, no
+//     rollback); the answer is the array of per-operation results
+//     (statusCode, subStatusCode, requestCharge, eTag, resourceBody), 200
+//     when all succeeded, 207 otherwise; without
+//     x-ms-cosmos-batch-continue-on-error: True the operations after the
+//     first failure answer 424 unattempted. An operation whose key is not
+//     in the addressed range answers 410/1002 (the SDKs then re-route it; the
+//     service's exact answer there was not observed); a range that is gone
+//     answers 410/1002 as a whole. 100 operations and the 2 MB request limit,
+//     charge the operations' sum. The Go SDK has no bulk API.
+//   - Query plans (x-ms-cosmos-is-query-plan-request: True), as the Python,
+//     JavaScript and Java (gateway) SDKs and .NET without ServiceInterop ask
+//     for them: a PartitionedQueryExecutionInfo (version 2) from
+//     internal/query's Plan, with queryInfo (distinctType, top, offset,
+//     limit, orderBy, orderByExpressions, groupByExpressions,
+//     groupByAliases, groupByAliasToAggregateType, aggregates,
+//     rewrittenQuery, hasSelectValue) and queryRanges (the whole EPK space,
+//     the key's EPK point, or a hierarchical prefix's interval, from the
+//     x-ms-documentdb-partitionkey header or a key pinned by the WHERE
+//     clause). Rewrites follow the service's baselines: ORDER BY selects
+//     _rid, orderByItems and payload with the
+//     {documentdb-formattableorderbyquery-filter} placeholder; aggregates
+//     return {"item": ...} partials (AVG as sum and count, MIN/MAX with
+//     item2); GROUP BY selects groupByItems and payload; OFFSET n LIMIT m
+//     becomes OFFSET 0 LIMIT n+m; TOP and DISTINCT send the original query.
+//     Every rewrite is a query cosmosemu serves on one range (tests merge
+//     them as an SDK does and compare). A feature missing from
+//     x-ms-cosmos-supported-query-features answers 400 "Query contains 1 or
+//     more unsupported features ..."; shapes the emulator cannot plan (an
+//     aggregate inside a larger expression, ORDER BY with GROUP BY or
+//     aggregates, FROM not rooted at the container, no FROM) answer 400.
+//     Not modelled: DCOUNT, CountIf, vector/full-text/hybrid plans, the plan
+//     in a 400/1004's additionalErrorInfo, the service's dropping of
+//     OFFSET/LIMIT for single-key queries. The Go SDK (azcosmos v1.5.0)
+//     defines the plan headers but never sends a plan request.
 //   - Queries through internal/query: single partition (header, hierarchical
 //     prefixes, or a partition key pinned by the WHERE clause), one range
 //     (x-ms-documentdb-partitionkeyrangeid, used by ReadMany), cross-partition

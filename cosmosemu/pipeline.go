@@ -10,15 +10,19 @@ type OperationType string
 
 // Operation types seen by middleware.
 const (
-	OpRead       OperationType = "Read"
-	OpReadFeed   OperationType = "ReadFeed"
-	OpCreate     OperationType = "Create"
-	OpUpsert     OperationType = "Upsert"
-	OpReplace    OperationType = "Replace"
-	OpDelete     OperationType = "Delete"
-	OpPatch      OperationType = "Patch"
-	OpQuery      OperationType = "Query"
-	OpBatch      OperationType = "Batch"
+	OpRead     OperationType = "Read"
+	OpReadFeed OperationType = "ReadFeed"
+	OpCreate   OperationType = "Create"
+	OpUpsert   OperationType = "Upsert"
+	OpReplace  OperationType = "Replace"
+	OpDelete   OperationType = "Delete"
+	OpPatch    OperationType = "Patch"
+	OpQuery    OperationType = "Query"
+	OpBatch    OperationType = "Batch"
+	// OpQueryPlan is a gateway query-plan request (POST to a container's
+	// docs with x-ms-cosmos-is-query-plan-request: True), answered with the
+	// query's PartitionedQueryExecutionInfo and touching no document.
+	OpQueryPlan  OperationType = "QueryPlan"
 	OpChangeFeed OperationType = "ChangeFeed"
 )
 

@@ -192,7 +192,7 @@ func requiredActions(req *Request) (actions []string, control bool) {
 			return []string{ActionItemsReplace}, false
 		case OpDelete:
 			return []string{ActionItemsDelete}, false
-		case OpQuery:
+		case OpQuery, OpQueryPlan:
 			return []string{ActionExecuteQuery}, false
 		case OpChangeFeed:
 			return []string{ActionReadChangeFeed}, false

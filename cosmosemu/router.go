@@ -166,6 +166,8 @@ func (s *Server) route(ctx context.Context, req *Request) *apiError {
 			req.Operation = OpReadFeed
 		case m == http.MethodPost && isTrue(h.Get("x-ms-cosmos-is-batch-request")):
 			req.Operation = OpBatch
+		case m == http.MethodPost && isTrue(h.Get("x-ms-cosmos-is-query-plan-request")):
+			req.Operation = OpQueryPlan
 		case m == http.MethodPost && isQueryRequest(req.HTTP):
 			req.Operation = OpQuery
 		case m == http.MethodPost && isTrue(h.Get("x-ms-documentdb-is-upsert")):
@@ -247,6 +249,8 @@ func (s *Server) handleDocuments(ctx context.Context, req *Request) (*Response, 
 		return s.handleBatch(req)
 	case OpQuery:
 		return s.handleQuery(ctx, req)
+	case OpQueryPlan:
+		return s.handleQueryPlan(req)
 	case OpReadFeed:
 		return s.handleReadFeed(ctx, req)
 	case OpChangeFeed:

@@ -49,7 +49,7 @@ func (s *Server) resolve(req *Request) *target {
 			t.err = perr
 			return t
 		}
-		allowPrefix := req.Operation == OpQuery || req.Operation == OpChangeFeed || req.Operation == OpReadFeed
+		allowPrefix := req.Operation == OpQuery || req.Operation == OpQueryPlan || req.Operation == OpChangeFeed || req.Operation == OpReadFeed
 		if aerr := t.def.checkHeaderArity(comps, allowPrefix); aerr != nil {
 			t.err = aerr
 			return t
@@ -100,12 +100,18 @@ func (s *Server) resolve(req *Request) *target {
 	}
 
 	switch req.Operation {
-	case OpRead, OpReplace, OpDelete, OpPatch, OpBatch:
+	case OpBatch:
+		// A bulk (non-atomic) batch may address a range instead of a key.
+		if !t.hasPK && !(t.byID && isBulkRequest(h)) {
+			t.err = errBadRequest(msgPKMissing)
+			return t
+		}
+	case OpRead, OpReplace, OpDelete, OpPatch:
 		if !t.hasPK {
 			t.err = errBadRequest(msgPKMissing)
 			return t
 		}
-	case OpQuery, OpReadFeed, OpChangeFeed:
+	case OpQuery, OpQueryPlan, OpReadFeed, OpChangeFeed:
 		if !t.hasPK && !t.byID {
 			t.parts = c.partitions()
 		}

@@ -54,7 +54,7 @@ type compiler struct {
 }
 
 func compile(st *selectStmt) (*Query, error) {
-	q := &Query{distinct: st.distinct, top: st.top, offset: st.offset, limit: st.limit, star: st.star}
+	q := &Query{distinct: st.distinct, top: st.top, offset: st.offset, limit: st.limit, star: st.star, stmt: st}
 	c := &compiler{aliases: map[string]int{}, params: map[string]int{}}
 
 	// FROM

@@ -57,8 +57,9 @@ type Query struct {
 	aggs       []aggSpec
 	aggregate  bool
 	paramNames []string
-	whereAST   *node  // for PartitionKeyFilter
-	rootAlias  string // alias bound to the whole document, "" if none
+	stmt       *selectStmt // for Plan
+	whereAST   *node       // for PartitionKeyFilter
+	rootAlias  string      // alias bound to the whole document, "" if none
 
 	filterPaths [][]string // document paths the WHERE clause reads
 	orderKeys   []OrderKey // ORDER BY keys as document paths
