@@ -217,6 +217,10 @@ type Report struct {
 
 // Settings echoes the configuration of a run.
 type Settings struct {
+	// Modes are the modes the run compares: the targets of a mode asked
+	// for are reported even when it measured nothing.
+	Modes []Mode `json:"modes,omitempty"`
+
 	Samples         int    `json:"samples"`
 	MaxDuration     string `json:"max_duration"`
 	Warmup          int    `json:"warmup_samples"`
@@ -278,12 +282,13 @@ type EnvInfo struct {
 	// BareWakeP99MS is the p99 of bare feed-woken wakes, without the
 	// engine (Probe.BareWakeP99).
 	BareWakeP99MS float64 `json:"bare_wake_p99_ms"`
-	// FetchFloorMS is the sweep's physical floor of a wake (Env.FetchFloor;
-	// measured only with a sweep).
+	// FetchFloorMS is durafeed's own fetch of signalled work (Env.FetchFloor;
+	// measured only with a sweep). Information only: it is measured by the
+	// code under test, so no target depends on it (SweepFloorRoundTrips).
 	FetchFloorMS float64 `json:"fetch_floor_ms,omitempty"`
-	// BurstFloorMS is the floor of the sweep's burst (Env.BurstFloor:
-	// the median wake of a burst the replica writes itself; measured only
-	// with a burst in the sweep).
+	// BurstFloorMS is the median wake of a burst the replica writes itself
+	// (Env.BurstFloor; measured only with a burst in the sweep).
+	// Information only, as FetchFloorMS.
 	BurstFloorMS float64 `json:"burst_floor_ms,omitempty"`
 }
 
@@ -305,6 +310,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := &Report{StartedAt: start.UTC(), GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH,
 		NumCPU: runtime.NumCPU(), Settings: Settings{
+			Modes:   slices.Clone(cfg.Modes),
 			Samples: cfg.Samples, MaxDuration: cfg.MaxDuration.String(), Warmup: cfg.Warmup, Interval: cfg.Interval.String(), TimerDelay: cfg.TimerDelay.String(),
 			PollInterval: cfg.Fetch.PollInterval.String(), PollTimeout: cfg.Fetch.PollTimeout.String(),
 			IdleWarmup: cfg.IdleWarmup.String(), IdleWindow: cfg.IdleWindow.String(), IdleSlices: cfg.IdleSlices,

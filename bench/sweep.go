@@ -279,10 +279,13 @@ func (e *Env) RunSweep(ctx context.Context, s SweepScenario) (res SweepResult, e
 	return res, nil
 }
 
-// FetchFloor measures the physical floor of a wake: the median duration
-// of an event-driven fetch of an item this replica already knows is
-// there (enqueued through its own provider, so signalled locally), which
-// is the fetch's own round trips once the write is visible. n samples.
+// FetchFloor measures durafeed's own floor of a wake: the median
+// duration of an event-driven fetch of an item this replica already knows
+// is there (enqueued through its own provider, so signalled locally),
+// which is the fetch's own round trips once the write is visible. n
+// samples. It is measured by the code under test, so the report prints it
+// as information and judges against SweepFloorRoundTrips round trips
+// instead.
 func (e *Env) FetchFloor(ctx context.Context, n int) (time.Duration, error) {
 	container := e.newContainer("floor")
 	p, err := e.openProvider(ctx, container, ModeEventDriven)
@@ -326,7 +329,9 @@ func (e *Env) FetchFloor(ctx context.Context, n int) (time.Duration, error) {
 // so that every item is signalled to its fetch loops the moment it is
 // written. Nothing is left to wake; each item waits only for the fetch
 // round trips of those ahead of it on the replica's dispatchers, which no
-// wake mechanism can shorten.
+// wake mechanism can shorten. Like FetchFloor it is measured by the code
+// under test (in two published runs it lay above the burst's own p50) and
+// is information only.
 func (e *Env) BurstFloor(ctx context.Context, n, dispatchers int, fetch FetchLoop, seed uint64) (time.Duration, error) {
 	r, err := e.RunSweep(ctx, SweepScenario{Mode: ModeEventDriven, Load: SweepLoad{Name: "burst-floor", Burst: n, Items: n},
 		Dispatchers: dispatchers, Fetch: fetch, Seed: seed, Local: true, Tail: time.Second})
@@ -349,7 +354,10 @@ type sweepCriteria struct {
 // judgeSweep applies the sweep targets: the event-driven p50 at least 10×
 // lower than polling's (20× where polling's is above 100 ms), or within
 // 2× of the floor where 10× would fall below it; the p99 at most ¼ of
-// polling's; RU per minute at most polling's.
+// polling's; RU per minute at most polling's. floorMS is sweepFloorMS (a
+// bound from the bare round trip, not a measurement of durafeed). Every
+// criterion fails when either side has no samples or event-driven lost
+// an item.
 func judgeSweep(ed, poll SweepResult, floorMS float64) sweepCriteria {
 	var c sweepCriteria
 	factor := 10.0
@@ -362,7 +370,7 @@ func judgeSweep(ed, poll SweepResult, floorMS float64) sweepCriteria {
 		limit = 2 * floorMS
 		c.p50Want = fmt.Sprintf("≤ %.2f ms (2× the floor)", limit)
 	}
-	ok := ed.N > 0 && ed.Lost == 0
+	ok := ed.N > 0 && poll.N > 0 && ed.Lost == 0
 	c.p50 = ok && ed.P50MS <= limit
 	c.p99 = ok && ed.P99MS <= poll.P99MS/4
 	c.cost = ok && ed.RUPerMin <= poll.RUPerMin

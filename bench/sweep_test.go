@@ -137,6 +137,8 @@ func TestJudgeSweep(t *testing.T) {
 			p50: false, p99: false, cost: false, wantLimitPrefix: "≤ 25.00 ms"},
 		{name: "a lost item fails every criterion", ed: func() SweepResult { r := res(1, 1, 1); r.Lost = 1; return r }(),
 			poll: res(500, 1000, 100), floor: 1, wantLimitPrefix: "≤ 25.00 ms"},
+		{name: "polling without samples fails every criterion", ed: res(1, 1, 1),
+			poll: func() SweepResult { r := res(0, 0, 100); r.N = 0; return r }(), floor: 1, wantLimitPrefix: "≤ 2.00 ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
