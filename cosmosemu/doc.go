@@ -133,6 +133,25 @@
 //     and tuple indexes and composite indexes for filters are not modelled.
 //     The service's documentation also shows filters on excluded paths
 //     served by a costly scan; refusing them is the stricter reading.
+//   - Secondary indexes (index.go): per physical partition, for every
+//     document path a query has filtered on, the scalar values at that path
+//     (null, booleans, numbers, strings; hashed for equality, ordered for
+//     ranges) referencing the current versions, built on a partition the
+//     first time a query needs the path there and then maintained by every
+//     write (create, replace, upsert, patch, delete, batch, bulk, TTL
+//     purge; a split's children rebuild on demand). A query's WHERE clause
+//     yields candidates through them when it has, at the top level or in
+//     every branch of an OR, an equality, comparison, BETWEEN, IN or
+//     ARRAY_CONTAINS(list, path) between a property path of the root alias
+//     and literals or parameters, on a path the indexing policy indexes;
+//     an AND reads its most selective side and checks the others on index
+//     values. The full query is then evaluated on the candidates only, in
+//     the scan's order, so results, page breaks and continuations are the
+//     scan's. Every other query (no WHERE, NOT, functions, JOIN aliases,
+//     excluded paths, indexing mode none, read feeds) scans the partitions
+//     it targets, as does every query under Options.DisableQueryIndex.
+//     ORDER BY is still evaluated by sorting the candidates, not read in
+//     index order.
 //   - Change feed, latest-version mode: per range, per partition key or per
 //     EPK sub-range; continuation by LSN ETag / If-None-Match, from the
 //     beginning, from now ("*") or from a time (If-Modified-Since); ordered

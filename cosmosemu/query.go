@@ -170,27 +170,16 @@ func queryHash(parts ...string) uint64 {
 
 // snapshot collects the current, unexpired versions of the documents in
 // scope, in creation order. keep filters logical partitions (nil keeps
-// all). It reports the first partition found gone (split since it was
-// resolved).
-func snapshot(parts []*partition, keep func(lp *logicalPart) bool, view ttlView) ([]*document, *partition) {
+// all); plan, when not nil, selects candidates through the index. It
+// reports the first partition found gone (split since it was resolved).
+func snapshot(parts []*partition, keep func(lp *logicalPart) bool, view ttlView, plan *query.IndexPlan) ([]*document, *partition) {
 	var out []*document
 	for _, p := range parts {
-		p.mu.RLock()
-		if p.gone {
-			p.mu.RUnlock()
+		docs, ok := p.docsIn(p.rng, true, keep, 0, view, plan)
+		if !ok {
 			return nil, p
 		}
-		for _, lp := range p.logical {
-			if keep != nil && !keep(lp) {
-				continue
-			}
-			for _, d := range lp.docs {
-				if !view.hidden(d) {
-					out = append(out, d)
-				}
-			}
-		}
-		p.mu.RUnlock()
+		out = append(out, docs...)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
 	return out, nil
@@ -199,24 +188,48 @@ func snapshot(parts []*partition, keep func(lp *logicalPart) bool, view ttlView)
 // docsIn returns, in creation order, the current, unexpired versions in p
 // whose creation sequence is at least from and whose EPK lies in span
 // (unless whole, when p lies entirely inside the span), filtered by keep.
-// ok is false when p is gone (split since it was resolved).
-func (p *partition) docsIn(span epk.Range, whole bool, keep func(lp *logicalPart) bool, from uint64, view ttlView) ([]*document, bool) {
+// With a plan (see index.go) only the versions the index selects for it
+// are considered: a superset of those matching the query. ok is false
+// when p is gone (split since it was resolved).
+func (p *partition) docsIn(span epk.Range, whole bool, keep func(lp *logicalPart) bool, from uint64, view ttlView, plan *query.IndexPlan) ([]*document, bool) {
+	if plan != nil && !p.ensureIndexes(plan) {
+		return nil, false
+	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.gone {
 		return nil, false
 	}
 	var out []*document
-	for _, lp := range p.logical {
-		if keep != nil && !keep(lp) {
-			continue
+	add := func(d *document) {
+		if keep != nil && !keep(d.lp) {
+			return
 		}
-		if !whole && !span.Contains(lp.epk) {
-			continue
+		if !whole && !span.Contains(d.lp.epk) {
+			return
 		}
-		for _, d := range lp.docs {
-			if d.seq >= from && !view.hidden(d) {
-				out = append(out, d)
+		if d.seq >= from && !view.hidden(d) {
+			out = append(out, d)
+		}
+	}
+	if plan != nil {
+		set := map[*document]struct{}{}
+		p.candidates(plan, set)
+		for d := range set {
+			add(d)
+		}
+	} else {
+		for _, lp := range p.logical {
+			if keep != nil && !keep(lp) {
+				continue
+			}
+			if !whole && !span.Contains(lp.epk) {
+				continue
+			}
+			for _, d := range lp.docs {
+				if d.seq >= from && !view.hidden(d) {
+					out = append(out, d)
+				}
 			}
 		}
 	}
@@ -245,8 +258,9 @@ type queryScope struct {
 	byID  bool
 	rng   epk.Range // EPK interval of the scope
 	keep  func(lp *logicalPart) bool
-	pkKey string  // canonical key (or prefix) when scoped by partition key
-	ttl   ttlView // which versions are expired for this request
+	pkKey string           // canonical key (or prefix) when scoped by partition key
+	ttl   ttlView          // which versions are expired for this request
+	plan  *query.IndexPlan // candidates through the index; nil: scan
 }
 
 // overlapping returns the current partitions of the scope intersecting
@@ -330,6 +344,9 @@ func (s *Server) runDocQuery(ctx context.Context, req *Request, qr *queryRequest
 		if err := t.coll.indexing().checkIndexing(qr.q, h); err != nil {
 			return nil, err
 		}
+	}
+	if req.Operation == OpQuery && !s.store.noIndex {
+		sc.plan = indexable(qr.q.IndexPlan(qr.params), t.coll.indexing())
 	}
 	hash := queryHash(qr.text, sc.pkKey, namedID)
 	var cont queryCont
@@ -453,7 +470,7 @@ func (r *queryRun) stream(spans []querySpan) ([]querySpan, *apiError) {
 				es.Max = q.rng.Max
 			}
 			whole := epk.Compare(es.Min, q.rng.Min) <= 0 && epk.Compare(q.rng.Max, es.Max) <= 0
-			docs, ok := q.docsIn(es, whole, r.sc.keep, sp.Seq, r.sc.ttl)
+			docs, ok := q.docsIn(es, whole, r.sc.keep, sp.Seq, r.sc.ttl, r.sc.plan)
 			if !ok {
 				if err := r.sc.gone(q); err != nil {
 					return nil, err
@@ -514,7 +531,7 @@ func (r *queryRun) evaluate(off int) (int, *apiError) {
 			return 0, newErrSub(http.StatusBadRequest, subStatusCrossPartitionNotServable, msgCrossPartitionQuery)
 		}
 		var gone *partition
-		docs, gone = snapshot(parts, r.sc.keep, r.sc.ttl)
+		docs, gone = snapshot(parts, r.sc.keep, r.sc.ttl, r.sc.plan)
 		if gone == nil {
 			for _, p := range parts {
 				r.touch(p)

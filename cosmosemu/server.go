@@ -67,7 +67,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		key:      key,
 		log:      opts.Logger,
 		listener: ln,
-		store:    newStore(opts.PartitionCount, opts.Clock),
+		store:    newStore(opts.PartitionCount, opts.Clock, opts.DisableQueryIndex),
 		done:     make(chan struct{}),
 	}
 	if opts.Auth != nil {

@@ -41,6 +41,7 @@ type store struct {
 	mu             sync.RWMutex
 	clock          Clock
 	partitionCount int
+	noIndex        bool // Options.DisableQueryIndex
 	dbs            map[string]*database
 	offers         map[string]*offer
 	salt           uint32
@@ -49,12 +50,13 @@ type store struct {
 	creation       atomic.Uint64
 }
 
-func newStore(partitionCount int, clk Clock) *store {
+func newStore(partitionCount int, clk Clock, noIndex bool) *store {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	s := &store{
 		clock:          clk,
 		partitionCount: partitionCount,
+		noIndex:        noIndex,
 		dbs:            map[string]*database{},
 		offers:         map[string]*offer{},
 		salt:           binary.BigEndian.Uint32(b[:]),
@@ -125,6 +127,10 @@ type partition struct {
 	// it was built for; rebuilt when that setting changes.
 	expiries expiryHeap
 	expCfg   *ttlConfig
+
+	// indexes are the secondary indexes built so far (index.go), by path
+	// (steps joined by NUL); maintained by install and remove.
+	indexes map[string]*pathIndex
 }
 
 type logicalPart struct {
@@ -422,11 +428,13 @@ func (p *partition) nextTS() int64 {
 // for writing and has set doc.lsn, doc.ts).
 func (p *partition) install(doc *document) {
 	lp := doc.lp
-	if old := lp.docs[doc.id]; old != nil {
+	old := lp.docs[doc.id]
+	if old != nil {
 		p.stale++
 	} else {
 		p.docs++
 	}
+	p.indexInstall(old, doc)
 	lp.docs[doc.id] = doc
 	p.log = append(p.log, logEntry{lsn: doc.lsn, ts: doc.ts, doc: doc})
 	p.scheduleExpiry(doc)
@@ -437,6 +445,7 @@ func (p *partition) install(doc *document) {
 func (p *partition) remove(doc *document) {
 	lp := doc.lp
 	if lp.docs[doc.id] == doc {
+		p.indexRemove(doc)
 		delete(lp.docs, doc.id)
 		p.stale++
 		p.docs--

@@ -93,6 +93,16 @@
 //	Injected fault                     0 (AfterHandler: the executed   0.00
 //	                                   request's charge)
 //
+// A query page's charge depends on what it returns (items, page size) and
+// on the physical partitions it is sent to, never on how many documents
+// the container holds or the emulator examined: Microsoft's "Optimize
+// request cost in Azure Cosmos DB" (Microsoft Learn) names the items
+// loaded or returned and the lookups against the index as what a query
+// costs, and the service serves filters from its index. Without this model
+// the emulator's own charge (2.79 + 0.05 per document examined) counts the
+// candidates its secondary indexes select, so it too stays flat as the
+// container grows (docs/emulator-index).
+//
 // In a batch sent with Prefer: return=minimal (the azcosmos default) a 200
 // result with a body is a read and one without is a write; when content is
 // returned on writes, 200 results are priced as writes. The per-operation
