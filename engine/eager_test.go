@@ -174,3 +174,64 @@ func TestCompletionRunsWhereItsTurnRan(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnWriteLocksFromItsHead: a message this process's write created
+// (store.Write.Heads) is locked from its head by the fetch that runs it,
+// in an owned slot and in one it runs its own writes in, instead of a
+// query first; the heads are not complete (another process's message may
+// be missing), so the store queries at the same time. A write without
+// heads locks as before.
+func TestOwnWriteLocksFromItsHead(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		owned     bool
+		withHeads bool
+		wantHeads bool
+	}{
+		{name: "owned slot", owned: true, withHeads: true, wantHeads: true},
+		{name: "another replica's slot, run here", withHeads: true, wantHeads: true},
+		{name: "owned slot, a write without heads", owned: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, Options{})
+			f.joinOwning(0)
+			set := f.leaseSlots(2)
+			if tc.owned {
+				set = f.leaseSlots(0)
+			}
+			inst := instIn(t, set, "own-write")
+			fd, err := f.fs.dec.DecodeFeedDoc(f.fs.putMsg(t, inst, "m1"), f.clk.Now().UnixMilli())
+			require.NoError(t, err)
+			require.True(t, fd.HasHead)
+			w := store.Write{Visible: []store.QueueHead{fd.QueueHead}}
+			if tc.withHeads {
+				w.Heads = []store.Head{fd.Head}
+			}
+
+			got := make(chan *durable.OrchestrationItem, 1)
+			go func() {
+				item, _ := f.e.FetchOrchestrationItem(f.ctx(), testLock, time.Hour, nil)
+				got <- item
+			}()
+			require.Eventually(t, func() bool { return f.e.orch.Waiting(slots.Of(inst)) }, hangGuard, time.Millisecond, "the fetch waits")
+			f.e.Wrote(w)
+			select {
+			case item := <-got:
+				require.NotNil(t, item)
+				require.Equal(t, inst, item.Instance)
+			case <-time.After(hangGuard):
+				t.Fatal("the write was not run here")
+			}
+			locks := f.fs.callsOf(opLockInstance)
+			require.NotEmpty(t, locks)
+			from, ok := locks[0].Lock.Read.(store.FromHeads)
+			require.Equal(t, tc.wantHeads, ok, "locked from the write's head")
+			if ok {
+				require.Len(t, from.Heads, 1)
+				require.False(t, from.Complete, "another process's message may be missing")
+			}
+		})
+	}
+}

@@ -200,8 +200,8 @@ func (e *Engine) lockOnce(ctx context.Context, slot int, instance string, lockTi
 // returns.
 func (e *Engine) lockInstance(ctx context.Context, instance string, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter) (store.LockResult, error) {
 	req := store.LockRequest{Instance: instance, LockTimeout: lockTimeout, Filter: filter, Owner: e.holder()}
-	if heads := e.heads.take(instance, e.now()); len(heads) > 0 {
-		req.Read = store.FromHeads{Heads: heads, Complete: e.heads.isComplete(instance)}
+	if heads, complete := e.heads.takeForLock(instance, e.now()); len(heads) > 0 {
+		req.Read = store.FromHeads{Heads: heads, Complete: complete}
 	}
 	r, err := e.s.LockInstance(ctx, req)
 	e.heads.forget(instance, r.LockedMsgs)

@@ -53,10 +53,14 @@ type headIndex struct {
 	// theirs was not kept as a head). See isComplete.
 	complete wakeup.Set
 	partial  map[string]struct{}
+	// written are the instances holding a head this process's own write
+	// created (noteWritten): not complete until those heads are taken,
+	// since other processes' messages written before it may be missing.
+	written map[string]struct{}
 }
 
 func newHeadIndex(owned func(slot int) bool) *headIndex {
-	return &headIndex{m: map[string][]store.Head{}, gone: map[string]struct{}{}, owned: owned, partial: map[string]struct{}{}}
+	return &headIndex{m: map[string][]store.Head{}, gone: map[string]struct{}{}, owned: owned, partial: map[string]struct{}{}, written: map[string]struct{}{}}
 }
 
 // markPartial records that the heads of instance may miss one of its
@@ -134,7 +138,8 @@ func (h *headIndex) isComplete(instance string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	_, part := h.partial[instance]
-	return !part && h.complete.Contains(slots.Of(instance))
+	_, own := h.written[instance]
+	return !part && !own && h.complete.Contains(slots.Of(instance))
 }
 
 // note records (or, when the message is locked or its work item is too
@@ -170,6 +175,26 @@ func (h *headIndex) note(hd store.Head, now int64) {
 	h.set(q.InstanceID, append(h.m[q.InstanceID], hd))
 }
 
+// noteWritten records a message this process's own write created, in
+// any slot (an owned one, or one it runs its own writes in): a head, but
+// not a complete view of the instance (other processes' messages may be
+// missing), so the lock from it still queries, at the same time.
+func (h *headIndex) noteWritten(hd store.Head, now int64) {
+	q := hd.QueueHead()
+	if h == nil || q.ID == "" || q.InstanceID == "" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, gone := h.gone[q.ID]; gone || q.LockedUntil > now || hd.ETag() == "" || hd.ItemBytes() > MaxHeadItemBytes ||
+		len(h.m[q.InstanceID]) >= maxHeadsPerInst || len(h.m) >= maxHeadInstances && h.m[q.InstanceID] == nil ||
+		h.bytes+hd.ItemBytes() > maxHeadBytes {
+		return
+	}
+	h.set(q.InstanceID, append(slices.DeleteFunc(slices.Clone(h.m[q.InstanceID]), func(x store.Head) bool { return x.QueueHead().ID == q.ID }), hd))
+	h.written[q.InstanceID] = struct{}{}
+}
+
 // set replaces the heads of an instance, keeping the byte count; hs must
 // not share the old slice's elements (they are counted out first). mu held.
 func (h *headIndex) set(instance string, hs []store.Head) {
@@ -178,6 +203,7 @@ func (h *headIndex) set(instance string, hs []store.Head) {
 	}
 	if len(hs) == 0 {
 		delete(h.m, instance)
+		delete(h.written, instance)
 		return
 	}
 	for _, x := range hs {
@@ -189,11 +215,21 @@ func (h *headIndex) set(instance string, hs []store.Head) {
 // take removes and returns the instance's heads visible at now, oldest
 // first; later ones (a timer not yet due) stay.
 func (h *headIndex) take(instance string, now int64) []store.Head {
+	hs, _ := h.takeForLock(instance, now)
+	return hs
+}
+
+// takeForLock is take, and reports at the same time whether the heads
+// are complete (isComplete, judged before they are taken).
+func (h *headIndex) takeForLock(instance string, now int64) ([]store.Head, bool) {
 	if h == nil {
-		return nil
+		return nil, false
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	_, part := h.partial[instance]
+	_, own := h.written[instance]
+	complete := !part && !own && h.complete.Contains(slots.Of(instance))
 	var due, later []store.Head
 	for _, x := range h.m[instance] {
 		if x.QueueHead().VisibleAt <= now {
@@ -204,13 +240,22 @@ func (h *headIndex) take(instance string, now int64) []store.Head {
 	}
 	h.set(instance, later)
 	sort.Slice(due, func(i, j int) bool { return due[i].QueueHead().EnqueuedAt < due[j].QueueHead().EnqueuedAt })
-	return due
+	return due, complete
 }
 
-// restore puts back heads take returned that no batch used.
+// restore puts back heads take returned that no batch used. They are no
+// longer known complete: some may be this process's own writes
+// (noteWritten).
 func (h *headIndex) restore(instance string, hs []store.Head, now int64) {
 	for _, x := range hs {
 		h.note(x, now)
+	}
+	if h != nil && len(hs) > 0 {
+		h.mu.Lock()
+		if _, ok := h.m[instance]; ok {
+			h.written[instance] = struct{}{}
+		}
+		h.mu.Unlock()
 	}
 }
 

@@ -81,6 +81,17 @@ func (e *Engine) wrote(w store.Write, arrivals bool) {
 		}
 	}
 	e.mu.Unlock()
+	// The messages the write created, whole: the fetch that runs them
+	// here locks from them at once instead of querying first.
+	for _, hd := range w.Heads {
+		q := hd.QueueHead()
+		for i, v := range w.Visible {
+			if v.ID == q.ID && (e.isOwned(q.DispatchSlot) || here != nil && here[i]) {
+				e.heads.noteWritten(hd, e.now())
+				break
+			}
+		}
+	}
 	for i, q := range w.Visible {
 		e.signalQueue(q, here != nil && here[i])
 	}

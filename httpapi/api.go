@@ -552,16 +552,29 @@ func (a *api) accept(w http.ResponseWriter, r *http.Request, id string, c call) 
 		writeError(w, *e)
 		return
 	}
+	// A keyed call reads its request record and the instance's state at
+	// once (two point reads, one round trip's wait): a resend needs only
+	// the first, and the state read it wasted costs 1 RU.
+	var st runtime.Status
+	var stErr error
 	if len(opts) > 0 {
+		stDone := make(chan struct{})
+		go func() {
+			defer close(stDone)
+			st, stErr = a.state(r.Context(), id)
+		}()
 		rs, err := c.recorded(r.Context(), opts)
+		<-stDone
 		if done, ok := a.recorded(w, rs, err); ok {
 			if done {
 				w.WriteHeader(http.StatusAccepted)
 			}
 			return
 		}
+	} else {
+		st, stErr = a.state(r.Context(), id)
 	}
-	if !a.running(w, r, id) {
+	if !a.running(w, r, id, st, stErr) {
 		return
 	}
 	if err := c.do(r.Context(), opts); err != nil {
@@ -571,9 +584,9 @@ func (a *api) accept(w http.ResponseWriter, r *http.Request, id string, c call) 
 	w.WriteHeader(http.StatusAccepted)
 }
 
-// running answers 404 or 409 and reports false unless the instance runs.
-func (a *api) running(w http.ResponseWriter, r *http.Request, id string) bool {
-	st, err := a.state(r.Context(), id)
+// running answers 404 or 409 and reports false unless the instance
+// runs, from the state a.state read (st, err).
+func (a *api) running(w http.ResponseWriter, r *http.Request, id string, st runtime.Status, err error) bool {
 	if err == nil && st.State.IsTerminal() {
 		st, err = a.c.GetStatus(r.Context(), id) // the full status, for the answer's body
 	}

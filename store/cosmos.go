@@ -43,14 +43,25 @@ func (s *client) read(ctx context.Context, partition, id string, out any) (found
 // create creates a document; safe says whether a retry after an unknown
 // outcome is harmless (deterministic ids turn a duplicate into 409).
 func (s *client) create(ctx context.Context, partition string, doc any, safe bool) error {
+	_, err := s.createETag(ctx, partition, doc, safe)
+	return err
+}
+
+// createETag is create, returning the created document's ETag.
+func (s *client) createETag(ctx context.Context, partition string, doc any, safe bool) (string, error) {
 	b, err := json.Marshal(doc)
 	if err != nil {
-		return err
+		return "", err
 	}
-	return s.retry.do(ctx, safe, func() error {
-		_, err := s.c.CreateItem(ctx, pk(partition), b, nil)
+	var etag string
+	err = s.retry.do(ctx, safe, func() error {
+		resp, err := s.c.CreateItem(ctx, pk(partition), b, nil)
+		if err == nil {
+			etag = string(resp.ETag)
+		}
 		return err
 	})
+	return etag, err
 }
 
 // upsert writes a document whatever is there; repeating it is harmless,

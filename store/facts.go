@@ -67,12 +67,16 @@ type Write struct {
 	// WorkDone are worker items the write removed while this process held
 	// their lock (LockedUntil is that lock's expiry).
 	WorkDone []QueueHead
+	// Heads are orchestrator messages the write created, whole, as a
+	// fetch may lock them (LockRequest.Read FromHeads) without waiting
+	// for the change feed to deliver them.
+	Heads []Head
 }
 
 // merge returns w followed by o.
 func (w Write) merge(o Write) Write {
 	return Write{Visible: slices.Concat(w.Visible, o.Visible), Released: slices.Concat(w.Released, o.Released),
-		WorkDone: slices.Concat(w.WorkDone, o.WorkDone)}
+		WorkDone: slices.Concat(w.WorkDone, o.WorkDone), Heads: slices.Concat(w.Heads, o.Heads)}
 }
 
 // Commit is what a committed turn or work-item ack leaves for dispatch:

@@ -65,30 +65,33 @@ func ttlSeconds(d time.Duration) int64 {
 // message. The same request id with a different call is a permanent
 // error. dup reports that the call had taken effect already (nothing was
 // written now).
-func (p *Store) enqueueOnce(ctx context.Context, op, rid, kind string, d queueDoc) (dup bool, err error) {
+func (p *Store) enqueueOnce(ctx context.Context, op, rid, kind string, d queueDoc) (dup bool, etag string, err error) {
 	rec := requestDoc{ID: requestDocID(rid), InstanceID: d.InstanceID, Type: typeRequest, RequestID: rid,
 		Kind: kind, Digest: callDigest(d.WorkItem), Message: d.ID, CreatedAt: nowMS(),
 		TTL: ttlSeconds(p.opts.RequestRetention)}
 	// Safe to resend: the record's fixed id turns a second landing into 409.
-	_, err = p.s.execBatch(ctx, d.InstanceID, []batchOp{opCreate(rec), opCreate(d)}, true)
+	res, err := p.s.execBatch(ctx, d.InstanceID, []batchOp{opCreate(rec), opCreate(d)}, true)
+	if err == nil && len(res.etags) == 2 {
+		etag = res.etags[1]
+	}
 	var be *batchError
 	if err == nil || !errors.As(err, &be) || be.status != http.StatusConflict || be.index != 0 {
-		return false, mapErr(op, err)
+		return false, etag, mapErr(op, err)
 	}
 	var got requestDoc
 	found, rerr := p.s.read(ctx, d.InstanceID, rec.ID, &got)
 	switch {
 	case rerr != nil:
-		return false, mapErr(op, rerr)
+		return false, "", mapErr(op, rerr)
 	case !found:
 		// Expired or deleted between the batch and the read: the caller
 		// may try again and create it.
-		return false, durable.Retryable(op, err, "request record vanished while checking a resend")
+		return false, "", durable.Retryable(op, err, "request record vanished while checking a resend")
 	case got.Kind != rec.Kind || got.Digest != rec.Digest:
-		return false, durable.Permanent(op, durable.ErrRequestReused, "request id was already used for a different %s call on this instance", got.Kind)
+		return false, "", durable.Permanent(op, durable.ErrRequestReused, "request id was already used for a different %s call on this instance", got.Kind)
 	}
 	p.log.Info("a resent call had taken effect already", zap.String("op", op), zap.String("instance", d.InstanceID))
-	return true, nil
+	return true, "", nil
 }
 
 // callDigest is a request record's digest of a call's encoded work item.

@@ -298,14 +298,23 @@ func (p *Store) EnqueueForOrchestrator(ctx context.Context, item durable.WorkIte
 		return Write{}, durable.Permanent(op, err, "encode work item")
 	}
 	if rid := durable.RequestIDOf(item); rid != "" {
-		dup, err := p.enqueueOnce(ctx, op, rid, item.Kind(), d)
+		dup, etag, err := p.enqueueOnce(ctx, op, rid, item.Kind(), d)
 		if err != nil || dup {
 			return Write{}, err
 		}
-	} else if err := p.createMessage(ctx, op, d); err != nil {
-		return Write{}, err
+		d.ETag = etag
+	} else {
+		etag, err := p.createMessageETag(ctx, op, d)
+		if err != nil {
+			return Write{}, err
+		}
+		d.ETag = etag
 	}
-	return Write{Visible: []QueueHead{d.head()}}, nil
+	w := Write{Visible: []QueueHead{d.head()}}
+	if d.ETag != "" {
+		w.Heads = []Head{{doc: d}}
+	}
+	return w, nil
 }
 
 // createMessage creates a queue message. It is not resent after a lost
@@ -314,18 +323,25 @@ func (p *Store) EnqueueForOrchestrator(ctx context.Context, item durable.WorkIte
 // create committed. Not found is reported as a retryable error: the
 // create did not commit, or its message was consumed already.
 func (p *Store) createMessage(ctx context.Context, op string, d queueDoc) error {
-	err := p.s.create(ctx, d.InstanceID, d, false)
+	_, err := p.createMessageETag(ctx, op, d)
+	return err
+}
+
+// createMessageETag is createMessage, returning the message's ETag ("" when
+// the create's answer was lost and the message read back instead).
+func (p *Store) createMessageETag(ctx context.Context, op string, d queueDoc) (string, error) {
+	etag, err := p.s.createETag(ctx, d.InstanceID, d, false)
 	if err == nil || !unknownOutcome(err) {
-		return mapErr(op, err)
+		return etag, mapErr(op, err)
 	}
 	var back queueDoc
 	found, rerr := p.s.read(ctx, d.InstanceID, d.ID, &back)
 	p.log.Info("the answer to an enqueue was lost; read back", zap.String("instance", d.InstanceID),
 		zap.Bool("found", rerr == nil && found), zap.Error(err))
 	if rerr == nil && found {
-		return nil
+		return "", nil
 	}
-	return mapErr(op, err)
+	return "", mapErr(op, err)
 }
 
 // partitionView is what one query over an instance's partition returns for
