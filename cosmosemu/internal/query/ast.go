@@ -45,6 +45,20 @@ type selectItem struct {
 	alias string
 }
 
+// name is the item's property name in a result: its alias, the name its
+// expression implies, or "$n" for the n-th item without either (unnamed
+// counts them across a SELECT list).
+func (it selectItem) name(unnamed *int) string {
+	if it.alias != "" {
+		return it.alias
+	}
+	if n := implicitName(it.expr); n != "" {
+		return n
+	}
+	*unnamed++
+	return "$" + strconv.Itoa(*unnamed)
+}
+
 // pathSeg is one step of a FROM-clause input path: .name, ["name"] or [n].
 type pathSeg struct {
 	name    string

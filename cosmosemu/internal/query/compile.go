@@ -1,7 +1,6 @@
 package query
 
 import (
-	"strconv"
 	"strings"
 )
 
@@ -134,14 +133,7 @@ func compile(st *selectStmt) (*Query, error) {
 			if err != nil {
 				return nil, err
 			}
-			name := it.alias
-			if name == "" {
-				name = implicitName(it.expr)
-			}
-			if name == "" {
-				unnamed++
-				name = "$" + strconv.Itoa(unnamed)
-			}
+			name := it.name(&unnamed)
 			q.items = append(q.items, compiledItem{name: name, expr: v})
 		}
 		c.aggAllowed = false

@@ -191,14 +191,7 @@ func (q *Query) Plan(params map[string]any) (*Plan, error) {
 		aggs := 0
 		unnamed := 0
 		for _, it := range st.items {
-			name := it.alias
-			if name == "" {
-				name = implicitName(it.expr)
-			}
-			if name == "" {
-				unnamed++
-				name = "$" + strconv.Itoa(unnamed)
-			}
+			name := it.name(&unnamed)
 			text := sqlText(it.expr)
 			var kind *string
 			if k, ok := aggregateOf(it.expr); ok {
@@ -360,14 +353,7 @@ func selectPayload(st *selectStmt, root string) string {
 	parts := make([]string, 0, len(st.items))
 	unnamed := 0
 	for _, it := range st.items {
-		name := it.alias
-		if name == "" {
-			name = implicitName(it.expr)
-		}
-		if name == "" {
-			unnamed++
-			name = "$" + strconv.Itoa(unnamed)
-		}
+		name := it.name(&unnamed)
 		parts = append(parts, jsonString(name)+": "+sqlText(it.expr))
 	}
 	return "{" + strings.Join(parts, ", ") + "}"
