@@ -137,6 +137,11 @@ func (h *headIndex) isComplete(instance string) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.completeLocked(instance)
+}
+
+// completeLocked is isComplete with mu held.
+func (h *headIndex) completeLocked(instance string) bool {
 	_, part := h.partial[instance]
 	_, own := h.written[instance]
 	return !part && !own && h.complete.Contains(slots.Of(instance))
@@ -227,9 +232,7 @@ func (h *headIndex) takeForLock(instance string, now int64) ([]store.Head, bool)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	_, part := h.partial[instance]
-	_, own := h.written[instance]
-	complete := !part && !own && h.complete.Contains(slots.Of(instance))
+	complete := h.completeLocked(instance)
 	var due, later []store.Head
 	for _, x := range h.m[instance] {
 		if x.QueueHead().VisibleAt <= now {

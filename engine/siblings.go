@@ -134,7 +134,7 @@ func (e *Engine) workDoneLocked(done []store.QueueHead) {
 // markDoneLocked remembers that the activity of worker document id of
 // instance is done, for learnHold. Called with e.mu held.
 func (e *Engine) markDoneLocked(instance, id string) {
-	if !e.tracking() || e.opts.AwaitHold < 0 || e.sib.doneN >= maxTaken {
+	if e.opts.AwaitHold < 0 || e.sib.doneN >= maxTaken {
 		return
 	}
 	set := e.sib.done[instance]
@@ -161,7 +161,7 @@ func (e *Engine) markDoneLocked(instance, id string) {
 // instance is stale and ignored, and one matching the hold already kept
 // (its own turn's commit) changes nothing.
 func (e *Engine) learnHold(instance string, awaiting []string, updated int64) {
-	if !e.tracking() || e.opts.AwaitHold < 0 {
+	if e.opts.AwaitHold < 0 {
 		return
 	}
 	now := e.now()

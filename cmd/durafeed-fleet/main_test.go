@@ -164,12 +164,13 @@ durafeed_cosmos_requests_total 2
 durafeed_cosmos_request_units_total_other 1000
 durafeed_cosmos_request_duration_seconds_count{db_operation_name="read"} 7
 `
-	c, err := parseCounters(strings.NewReader(text))
+	m, err := sumMetrics(strings.NewReader(text), promRequestUnits, promRequests)
 	require.NoError(t, err)
-	require.Equal(t, costs{RU: 50, Requests: 5}, c)
-	_, err = parseCounters(strings.NewReader("go_goroutines 12\n"))
-	require.Error(t, err)
-	_, err = parseCounters(strings.NewReader("durafeed_cosmos_requests_total{a=\"b\"} x\n"))
+	require.Equal(t, map[string]float64{promRequestUnits: 50, promRequests: 5}, m)
+	m, err = sumMetrics(strings.NewReader("go_goroutines 12\n"), promRequestUnits, promRequests)
+	require.NoError(t, err)
+	require.Empty(t, m, "no sample of either: the scrape refuses it")
+	_, err = sumMetrics(strings.NewReader("durafeed_cosmos_requests_total{a=\"b\"} x\n"), promRequests)
 	require.Error(t, err)
 }
 

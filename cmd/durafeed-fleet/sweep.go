@@ -797,12 +797,15 @@ type costs struct{ RU, Requests float64 }
 func (cl *cellClient) scrape(ctx context.Context) (costs, error) {
 	var sum costs
 	for _, addr := range cl.svcs {
-		c, err := scrapeMetrics(ctx, "http://"+addr+"/metrics")
+		m, err := readMetrics(ctx, addr, promRequestUnits, promRequests)
 		if err != nil {
 			return costs{}, err
 		}
-		sum.RU += c.RU
-		sum.Requests += c.Requests
+		if len(m) == 0 {
+			return costs{}, fmt.Errorf("metrics of %s: no %s nor %s", addr, promRequestUnits, promRequests)
+		}
+		sum.RU += m[promRequestUnits]
+		sum.Requests += m[promRequests]
 	}
 	return sum, nil
 }
@@ -811,112 +814,70 @@ func (cl *cellClient) scrape(ctx context.Context) (costs, error) {
 func (cl *cellClient) slotsOwned(ctx context.Context) ([3]int, error) {
 	var owned [3]int
 	for i, addr := range cl.svcs {
-		req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
+		m, err := readMetrics(ctx, addr, promSlotsOwned)
 		if err != nil {
 			return owned, err
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return owned, err
-		}
-		v, err := gauge(resp.Body, promSlotsOwned)
-		resp.Body.Close()
-		if err != nil {
-			return owned, err
-		}
-		owned[i] = int(v)
+		owned[i] = int(m[promSlotsOwned])
 	}
 	return owned, nil
 }
 
-// gauge sums the samples of the metric name in Prometheus text r (0 when
-// it has none).
-func gauge(r io.Reader, name string) (float64, error) {
-	var sum float64
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), name)
-		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
-			continue
-		}
-		if rest[0] == '{' {
-			rest = rest[strings.LastIndexByte(rest, '}')+1:]
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			return 0, fmt.Errorf("metrics: bad %s line", name)
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			return 0, fmt.Errorf("metrics: %s: %w", name, err)
-		}
-		sum += v
-	}
-	return sum, sc.Err()
-}
-
-// scrapeMetrics reads the Prometheus text at url and sums the samples of
-// the request-unit and request counters.
-func scrapeMetrics(ctx context.Context, url string) (costs, error) {
+// readMetrics reads the service at addr's /metrics and sums the samples
+// of each named metric (sumMetrics).
+func readMetrics(ctx context.Context, addr string, names ...string) (map[string]float64, error) {
+	url := "http://" + addr + "/metrics"
 	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
 	if err != nil {
-		return costs{}, err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return costs{}, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return costs{}, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return parseCounters(resp.Body)
+	return sumMetrics(resp.Body, names...)
 }
 
-// parseCounters sums the samples of promRequestUnits and promRequests in
-// Prometheus text r (every label set); it fails when neither appears.
-func parseCounters(r io.Reader) (costs, error) {
-	var c costs
-	seen := false
+// sumMetrics sums, per name, the samples of the named metrics in
+// Prometheus text r (every label set); a name without samples is absent
+// from the result.
+func sumMetrics(r io.Reader, names ...string) (map[string]float64, error) {
+	sums := map[string]float64{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		for _, m := range []struct {
-			name string
-			dst  *float64
-		}{{promRequestUnits, &c.RU}, {promRequests, &c.Requests}} {
-			rest, ok := strings.CutPrefix(line, m.name)
+		for _, name := range names {
+			rest, ok := strings.CutPrefix(line, name)
 			if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
 				continue
 			}
 			if rest[0] == '{' {
 				end := strings.LastIndexByte(rest, '}')
 				if end < 0 {
-					return costs{}, fmt.Errorf("metrics: bad line %q", line)
+					return nil, fmt.Errorf("metrics: bad line %q", line)
 				}
 				rest = rest[end+1:]
 			}
 			f := strings.Fields(rest)
 			if len(f) == 0 {
-				return costs{}, fmt.Errorf("metrics: bad line %q", line)
+				return nil, fmt.Errorf("metrics: bad line %q", line)
 			}
 			v, err := strconv.ParseFloat(f[0], 64)
 			if err != nil {
-				return costs{}, fmt.Errorf("metrics: bad line %q: %w", line, err)
+				return nil, fmt.Errorf("metrics: bad line %q: %w", line, err)
 			}
-			*m.dst += v
-			seen = true
+			sums[name] += v
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return costs{}, fmt.Errorf("metrics: %w", err)
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	if !seen {
-		return costs{}, fmt.Errorf("metrics: no %s nor %s", promRequestUnits, promRequests)
-	}
-	return c, nil
+	return sums, nil
 }
 
 // defaultEnv is env without the variables that configure the service or
