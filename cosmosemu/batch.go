@@ -35,13 +35,11 @@ type batchResult struct {
 	ResourceBody  json.RawMessage `json:"resourceBody,omitempty"`
 }
 
-func (s *Server) handleBatch(req *Request) (*Response, *apiError) {
-	if isBulkRequest(req.HTTP.Header) {
-		return s.handleBulk(req)
-	}
-	t := req.tgt
+// decodeBatchOps reads a batch body (transactional or bulk): 1 to
+// maxBatchOperations operations, else the service's 400.
+func decodeBatchOps(body []byte) ([]batchOp, *apiError) {
 	var ops []batchOp
-	if err := json.Unmarshal(req.body, &ops); err != nil {
+	if err := json.Unmarshal(body, &ops); err != nil {
 		return nil, errBadRequest("The batch request body is invalid: %s", err.Error())
 	}
 	if len(ops) == 0 {
@@ -49,6 +47,18 @@ func (s *Server) handleBatch(req *Request) (*Response, *apiError) {
 	}
 	if len(ops) > maxBatchOperations {
 		return nil, errBadRequest(msgBatchTooMany)
+	}
+	return ops, nil
+}
+
+func (s *Server) handleBatch(req *Request) (*Response, *apiError) {
+	if isBulkRequest(req.HTTP.Header) {
+		return s.handleBulk(req)
+	}
+	t := req.tgt
+	ops, aerr := decodeBatchOps(req.body)
+	if aerr != nil {
+		return nil, aerr
 	}
 	for i := range ops {
 		comps, has, err := opPartitionKey(ops[i].PartitionKey)

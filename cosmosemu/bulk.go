@@ -51,15 +51,9 @@ func opPartitionKey(raw json.RawMessage) ([]any, bool, *apiError) {
 
 func (s *Server) handleBulk(req *Request) (*Response, *apiError) {
 	t := req.tgt
-	var ops []batchOp
-	if err := json.Unmarshal(req.body, &ops); err != nil {
-		return nil, errBadRequest("The batch request body is invalid: %s", err.Error())
-	}
-	if len(ops) == 0 {
-		return nil, errBadRequest(msgBatchEmpty)
-	}
-	if len(ops) > maxBatchOperations {
-		return nil, errBadRequest(msgBatchTooMany)
+	ops, aerr := decodeBatchOps(req.body)
+	if aerr != nil {
+		return nil, aerr
 	}
 	continueOnError := isTrue(req.HTTP.Header.Get("x-ms-cosmos-batch-continue-on-error"))
 	withContent := wantsContent(req)

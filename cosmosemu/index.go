@@ -48,12 +48,19 @@ func newPathIndex(path []string) *pathIndex {
 	return &pathIndex{path: path, byKey: map[string]*indexBucket{}}
 }
 
-func (ix *pathIndex) add(d *document) {
-	v, ok := query.ValueAt(d.data, ix.path)
+// keyOf is the index key of d's value at the index's path, with the
+// value; ok is false when d has no scalar value there (not indexed).
+func (ix *pathIndex) keyOf(d *document) (key string, v any, ok bool) {
+	v, ok = query.ValueAt(d.data, ix.path)
 	if !ok {
-		return
+		return "", nil, false
 	}
-	key, ok := query.ScalarKey(v)
+	key, ok = query.ScalarKey(v)
+	return key, v, ok
+}
+
+func (ix *pathIndex) add(d *document) {
+	key, v, ok := ix.keyOf(d)
 	if !ok {
 		return
 	}
@@ -68,11 +75,7 @@ func (ix *pathIndex) add(d *document) {
 }
 
 func (ix *pathIndex) del(d *document) {
-	v, ok := query.ValueAt(d.data, ix.path)
-	if !ok {
-		return
-	}
-	key, ok := query.ScalarKey(v)
+	key, v, ok := ix.keyOf(d)
 	if !ok {
 		return
 	}
