@@ -23,6 +23,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
+	"github.com/durafeed/durafeed/bench"
 	"github.com/durafeed/durafeed/cosmosemu"
 	"github.com/durafeed/durafeed/durable/history"
 	"github.com/durafeed/durafeed/provider"
@@ -684,15 +685,8 @@ func checkHistory(id, kind string, events []history.Event) string {
 	return ""
 }
 
-// pct is the nearest-rank p quantile of ds (0 for none).
-func pct(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[min(len(s)-1, int(p*float64(len(s))))]
-}
+// pct is the nearest-rank p quantile of ds (p in [0, 1]; 0 for none).
+func pct(ds []time.Duration, p float64) time.Duration { return bench.Percentile(ds, 100*p) }
 
 // afterKillTarget is the target of the p99 after the kill in
 // event-driven mode: a replica restarted in place takes over at once, so

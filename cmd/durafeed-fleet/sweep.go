@@ -29,6 +29,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/durafeed/durafeed/bench"
 	"github.com/durafeed/durafeed/durable/history"
 	"github.com/durafeed/durafeed/internal/chart"
 )
@@ -265,10 +266,11 @@ func summarise(ms []float64) latencySummary {
 	if len(ms) == 0 {
 		return latencySummary{}
 	}
-	s := slices.Clone(ms)
-	slices.Sort(s)
-	at := func(p float64) float64 { return s[min(len(s)-1, int(p*float64(len(s))))] }
-	return latencySummary{N: len(s), P50MS: at(0.5), P99MS: at(0.99), MaxMS: s[len(s)-1]}
+	ds := make([]time.Duration, len(ms))
+	for i, v := range ms {
+		ds[i] = time.Duration(v * float64(time.Millisecond))
+	}
+	return latencySummary{N: len(ms), P50MS: msOf(bench.Percentile(ds, 50)), P99MS: msOf(bench.Percentile(ds, 99)), MaxMS: slices.Max(ms)}
 }
 
 // sweepJudge compares one mode with polling at one load. A ratio is nil
