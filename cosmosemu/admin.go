@@ -29,12 +29,21 @@ func isAdminPath(p string) bool {
 //	              database, container or range; 409 range too narrow
 //	GET  /ranges?database=db&container=c
 //	              → 200 [{"id","minInclusive","maxExclusive","parents"}]
+//	GET  /identity/token?resource=...&api-version=2019-08-01
+//	              → the managed-identity token endpoint (IdentityOptions),
+//	              when Options.Identity is set
 //
 // and every other path goes to next (Options.Admin), or answers 404 when
 // next is nil. Errors answer {"error":"..."}.
 func (s *Server) newAdminHandler(next http.Handler) http.Handler {
 	own := func(w http.ResponseWriter, r *http.Request) bool {
 		switch r.URL.Path {
+		case strings.TrimPrefix(IdentityPath, strings.TrimSuffix(AdminPathPrefix, "/")):
+			if s.opts.Identity == nil {
+				return false
+			}
+			s.serveIdentityToken(w, r)
+			return true
 		case "/split":
 			if r.Method != http.MethodPost {
 				w.Header().Set("Allow", http.MethodPost)
@@ -108,11 +117,17 @@ func adminStatus(err error) int {
 }
 
 func adminJSON(w http.ResponseWriter, status int, v any) {
+	writeJSONAs(w, status, "application/json", v)
+}
+
+// writeJSONAs answers v as JSON (HTML characters unescaped) with the
+// given content type.
+func writeJSONAs(w http.ResponseWriter, status int, contentType string, v any) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(status)
 	_, _ = w.Write(b.Bytes())
 }

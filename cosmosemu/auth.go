@@ -90,11 +90,8 @@ func (s *Server) checkClaims(a *AuthOptions, claims map[string]any) (*principal,
 	if !found {
 		return nil, aadRefusal("audience " + aud + " is not this account's")
 	}
-	if a.TenantID != "" {
-		iss := str("iss")
-		if str("tid") != a.TenantID || (iss != "https://sts.windows.net/"+a.TenantID+"/" && iss != "https://login.microsoftonline.com/"+a.TenantID+"/v2.0") {
-			return nil, aadRefusal("the token is not of this account's tenant")
-		}
+	if a.TenantID != "" && !ofTenant(claims, a.TenantID) {
+		return nil, aadRefusal("the token is not of this account's tenant")
 	}
 	oid := str("oid")
 	if oid == "" {
@@ -133,31 +130,57 @@ func (s *Server) checkMaster(r *http.Request, rtype, link, sig string) *apiError
 	return nil
 }
 
+// Reasons parseToken gives for refusing a token.
+const (
+	whyExpired     = "token expired"
+	whyNotYetValid = "token not yet valid"
+)
+
 // checkAADToken accepts any well-formed, unexpired JWT: three base64url
 // segments whose first two are JSON objects. Signatures are not verified.
 // It returns the token's claims.
 func checkAADToken(tok string) (map[string]any, *apiError) {
-	bad := aadRefusal
+	claims, why := parseToken(tok)
+	if why != "" {
+		return nil, aadRefusal(why)
+	}
+	return claims, nil
+}
+
+// parseToken decodes a JWT's claims without verifying its signature, the
+// token check the data plane and the ARM surface share: three base64url
+// segments whose first two are JSON objects, exp not past and nbf not
+// ahead (with maxClockSkew). why is "" for a token that passes, else the
+// reason (whyExpired, whyNotYetValid or a malformation).
+func parseToken(tok string) (claims map[string]any, why string) {
 	parts := strings.Split(tok, ".")
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" {
-		return nil, bad("malformed token")
+		return nil, "malformed token"
 	}
-	var header, claims map[string]any
+	var header map[string]any
 	for i, dst := range []*map[string]any{&header, &claims} {
 		b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[i], "="))
 		if err != nil {
-			return nil, bad("segment is not base64url")
+			return nil, "segment is not base64url"
 		}
 		if err := json.Unmarshal(b, dst); err != nil {
-			return nil, bad("segment is not a JSON object")
+			return nil, "segment is not a JSON object"
 		}
 	}
 	now := time.Now().Unix()
 	if exp, ok := claims["exp"].(float64); ok && int64(exp) < now-int64(maxClockSkew/time.Second) {
-		return nil, bad("token expired")
+		return nil, whyExpired
 	}
 	if nbf, ok := claims["nbf"].(float64); ok && int64(nbf) > now+int64(maxClockSkew/time.Second) {
-		return nil, bad("token not yet valid")
+		return nil, whyNotYetValid
 	}
-	return claims, nil
+	return claims, ""
+}
+
+// ofTenant reports whether a token's claims name tenant: its tid and an
+// issuer of that tenant (Entra ID's v1 or v2 form).
+func ofTenant(claims map[string]any, tenant string) bool {
+	tid, _ := claims["tid"].(string)
+	iss, _ := claims["iss"].(string)
+	return tid == tenant && (iss == "https://sts.windows.net/"+tenant+"/" || iss == "https://login.microsoftonline.com/"+tenant+"/v2.0")
 }

@@ -19,6 +19,24 @@
 //     them (verb, resource type, resource link, x-ms-date; offer links
 //     lowercased; 15-minute clock skew), Entra ID tokens checked for
 //     structure and expiry only (like Microsoft's emulator). 401 otherwise.
+//     With Options.Auth, what an account with Microsoft Entra ID enforces:
+//     local auth disabled (401/5202), token audience, tenant and expiry,
+//     built-in data-plane roles (403/5301) and no database or container
+//     management by token on the data plane (403/5300).
+//   - Control plane: a minimal Azure Resource Manager surface under
+//     ARMPathPrefix ("/_arm"): the account, and PUT/GET/DELETE of its SQL
+//     databases and containers (Microsoft.DocumentDB, ARMAPIVersion), with
+//     bearer tokens of an ARM audience and AuthOptions.ManagementPrincipals
+//     for authorization. It creates and deletes through the data plane's
+//     own paths, so both planes see one state; it is how a token-only
+//     client manages its databases and containers.
+//   - Serverless accounts (Options.Serverless): dedicated throughput
+//     refused on either plane, offers neither read nor replaced (400, the
+//     service's messages).
+//   - Managed identity: a token endpoint shaped as App Service's and
+//     Container Apps' (Options.Identity, IdentityOptions), so that
+//     azidentity's DefaultAzureCredential in any process, given
+//     IDENTITY_ENDPOINT and IDENTITY_HEADER, gets tokens both planes accept.
 //   - Routing-gateway path handling: percent-decoding (twice when needed),
 //     '\' as separator, '#' ending the path, trailing whitespace trimmed and
 //     control characters rejected, so ids the service accepts on create but
@@ -184,16 +202,18 @@
 //
 // # Extension seams
 //
-// Every request, once authenticated and routed, passes through
-// Options.Middleware with its OperationType, ResourceType, resource link and
+// Every Cosmos DB request (not those of the ARM and admin surfaces), once
+// authenticated and routed, passes through Options.Middleware with its OperationType, ResourceType, resource link and
 // the physical partition key range ids it touches (Request); middleware may
 // delay it, answer it (ErrorResponse for injected faults), adjust the
 // Response (RequestCharge) or count it.
 //
 // Test tooling reaches emulator-level operations through the admin surface
 // under AdminPathPrefix ("/_emulator/"), served without Cosmos DB auth: the
-// emulator's own POST /_emulator/split {"database","container","range"} and
-// GET /_emulator/ranges?database=&container=, and whatever handler
+// emulator's own POST /_emulator/split {"database","container","range"},
+// GET /_emulator/ranges?database=&container= and, with Options.Identity,
+// GET /_emulator/identity/token (IdentityPath, which wants its
+// X-IDENTITY-HEADER secret), and whatever handler
 // Options.Admin provides for every other path (mounted with the prefix
 // stripped, e.g. a knobs admin handler).
 package cosmosemu

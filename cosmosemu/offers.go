@@ -20,17 +20,39 @@ type offer struct {
 	seq             uint64
 }
 
-// throughputRequest is what the create headers ask for.
+// throughputRequest is the dedicated throughput a create asks for.
 type throughputRequest struct {
 	manual       int
 	autoscaleMax int
 }
 
-// parseThroughputHeaders reads x-ms-offer-throughput and
-// x-ms-cosmos-offer-autopilot-settings; nil means no dedicated throughput.
-func parseThroughputHeaders(h http.Header) (*throughputRequest, *apiError) {
-	manual := h.Get("x-ms-offer-throughput")
-	auto := h.Get("x-ms-cosmos-offer-autopilot-settings")
+// Data-plane headers asking for dedicated throughput on a create.
+const (
+	headerOfferThroughput = "x-ms-offer-throughput"
+	headerAutopilot       = "x-ms-cosmos-offer-autopilot-settings"
+)
+
+// Refusals of a serverless account, worded as the service words them.
+const (
+	msgServerlessOffers = "Reading or replacing offers is not supported for serverless accounts."
+	msgServerlessCreate = "Setting offer throughput or autopilot on %s is not supported for serverless accounts."
+)
+
+// throughputFor validates the dedicated throughput a create asks for, the
+// one check behind both planes: manual RU/s as decimal text (the
+// x-ms-offer-throughput header, ARM's options.throughput) and autoscale
+// settings as {"maxThroughput":N} JSON (the
+// x-ms-cosmos-offer-autopilot-settings header, ARM's
+// options.autoscaleSettings), "" when absent. owner ("database" or
+// "container") names the resource in the refusal of a serverless
+// account, which refuses either. nil means no dedicated throughput.
+func (s *Server) throughputFor(manual, auto, owner string) (*throughputRequest, *apiError) {
+	if manual == "" && auto == "" {
+		return nil, nil
+	}
+	if s.opts.Serverless {
+		return nil, errBadRequest(msgServerlessCreate, owner)
+	}
 	if manual != "" && auto != "" {
 		return nil, errBadRequest("Both manual throughput and autoscale settings were specified; specify only one.")
 	}
@@ -41,16 +63,13 @@ func parseThroughputHeaders(h http.Header) (*throughputRequest, *apiError) {
 		}
 		return &throughputRequest{manual: n}, nil
 	}
-	if auto != "" {
-		var v struct {
-			MaxThroughput int `json:"maxThroughput"`
-		}
-		if err := json.Unmarshal([]byte(auto), &v); err != nil || v.MaxThroughput < 1000 {
-			return nil, errBadRequest("The autoscale settings are invalid; maxThroughput must be at least 1000.")
-		}
-		return &throughputRequest{autoscaleMax: v.MaxThroughput}, nil
+	var v struct {
+		MaxThroughput int `json:"maxThroughput"`
 	}
-	return nil, nil
+	if err := json.Unmarshal([]byte(auto), &v); err != nil || v.MaxThroughput < 1000 {
+		return nil, errBadRequest("The autoscale settings are invalid; maxThroughput must be at least 1000.")
+	}
+	return &throughputRequest{autoscaleMax: v.MaxThroughput}, nil
 }
 
 // createOffer registers an offer for an owner; assign records the offer id
@@ -95,6 +114,9 @@ func (o *offer) toJSON() map[string]any {
 }
 
 func (s *Server) handleOffer(req *Request) (*Response, *apiError) {
+	if s.opts.Serverless {
+		return nil, errBadRequest(msgServerlessOffers)
+	}
 	switch req.Operation {
 	case OpReadFeed, OpQuery:
 		s.store.mu.RLock()

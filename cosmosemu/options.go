@@ -27,6 +27,15 @@ const (
 	maxIDBytes                = 1023
 )
 
+// DefaultAccountName is the account's name when neither
+// Options.AccountName nor AuthOptions.AccountName is set.
+const DefaultAccountName = "cosmosemu"
+
+// DefaultTenantID is the tenant the managed-identity token endpoint's
+// tokens name when neither IdentityOptions.TenantID nor
+// AuthOptions.TenantID is set.
+const DefaultTenantID = "cafecafe-0000-4000-8000-000000000001"
+
 // Options configures a Server. The zero value is usable: every field has a
 // documented default.
 type Options struct {
@@ -53,24 +62,59 @@ type Options struct {
 	ConsistencyLevel string
 
 	// Region is the name of the single region the account reports. Default
-	// "South Central US".
+	// "South Central US". The ARM surface reports it as a location
+	// ("southcentralus": lowercase, without spaces).
 	Region string
+
+	// AccountName is the account's name: the one databaseAccounts name
+	// the ARM surface (ARMPathPrefix) serves, and the name refusals give
+	// when AuthOptions.AccountName is empty. Default: Auth's AccountName
+	// when set, else DefaultAccountName ("cosmosemu").
+	AccountName string
+
+	// Serverless makes the account a serverless one, as Azure Cosmos DB
+	// serverless accounts behave: a database or container create that asks
+	// for dedicated throughput (data plane x-ms-offer-throughput or
+	// x-ms-cosmos-offer-autopilot-settings; ARM options.throughput or
+	// options.autoscaleSettings) answers 400 BadRequest "Setting offer
+	// throughput or autopilot on container is not supported for serverless
+	// accounts." ("database" for a database), reading, querying or
+	// replacing offers answers 400 "Reading or replacing offers is not
+	// supported for serverless accounts.", and no resource has an offer.
+	// The data plane's account resource (GET /) is the same as a
+	// provisioned account's, as the service's is; the ARM account reports
+	// the EnableServerless capability. Default false: provisioned
+	// throughput.
+	Serverless bool
+
+	// Identity serves a managed-identity token endpoint at
+	// AdminPathPrefix+"identity/token" (Server.IdentityEndpoint), shaped as
+	// the App Service / Container Apps identity endpoint is, so that
+	// azidentity's ManagedIdentityCredential and DefaultAzureCredential in
+	// any process with IDENTITY_ENDPOINT and IDENTITY_HEADER set obtain
+	// tokens the data plane and the ARM surface accept. Default nil: no
+	// token endpoint.
+	Identity *IdentityOptions
 
 	// Auth makes the emulator enforce what an account with Microsoft
 	// Entra ID enforces: local (key) authentication disabled, token
-	// audience, tenant and expiry, data-plane role assignments, and no
-	// management operations by token. Default nil: any key-signed request
-	// with the key and any well-formed, unexpired token are served.
+	// audience, tenant and expiry, data-plane role assignments, no
+	// management operations by token on the data plane, and who may manage
+	// through the ARM surface. Default nil: any key-signed request with the
+	// key and any well-formed, unexpired token are served (ARM still wants
+	// an ARM audience).
 	Auth *AuthOptions
 
 	// Logger receives operational logs (never keys or document bodies).
 	// Default zap.NewNop().
 	Logger *zap.Logger
 
-	// Middleware wraps every request after authentication and routing, in
-	// order (the first element is the outermost). It is the seam for
-	// latency, fault injection, request charges and per-operation counters.
-	// Default none.
+	// Middleware wraps every Cosmos DB request after authentication and
+	// routing, in order (the first element is the outermost). It is the
+	// seam for latency, fault injection, request charges and per-operation
+	// counters. Requests to the ARM surface (ARMPathPrefix) and the admin
+	// surface (AdminPathPrefix) are not Cosmos DB requests and never pass
+	// through it. Default none.
 	Middleware []Middleware
 
 	// Admin serves emulator-level operations for test tooling under the
@@ -84,6 +128,8 @@ type Options struct {
 	//	              {"parent":"0","children":["4","5"]} (Server.SplitPartition;
 	//	              404 unknown database, container or range)
 	//	GET  /ranges?database=db&container=c → 200 [PartitionKeyRange]
+	//	GET  /identity/token?... → the managed-identity token endpoint
+	//	              (IdentityOptions; only with Options.Identity)
 	//
 	// Every other path is delegated to Admin, e.g. a knobs package admin
 	// handler. Default nil: other paths answer 404.
@@ -131,6 +177,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Region == "" {
 		o.Region = DefaultRegion
+	}
+	if o.AccountName == "" {
+		o.AccountName = DefaultAccountName
+		if o.Auth != nil && o.Auth.AccountName != "" {
+			o.AccountName = o.Auth.AccountName
+		}
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

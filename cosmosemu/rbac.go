@@ -60,8 +60,17 @@ type AuthOptions struct {
 	// delete, throughput) is refused to tokens whatever the roles (403,
 	// substatus 5300), as the service refuses it.
 	RoleAssignments []RoleAssignment
-	// AccountName names the account in refusals (default "cosmosemu").
+	// AccountName names the account in data-plane refusals. Default:
+	// Options.AccountName.
 	AccountName string
+	// ManagementPrincipals are the object ids (a token's oid) allowed to
+	// manage the account through the ARM surface (ARMPathPrefix), as
+	// holders of an ARM role such as DocumentDB Account Contributor are:
+	// reading the account, and reading, creating, updating and deleting
+	// its SQL databases and containers. Others' ARM requests answer 403
+	// AuthorizationFailed. Empty: any token the ARM surface authenticates
+	// may manage.
+	ManagementPrincipals []string
 }
 
 // RoleAssignment grants a principal one of the built-in data-plane roles
@@ -125,7 +134,7 @@ func (s *Server) authorize(p *principal, req *Request) *apiError {
 	if control {
 		return newErrSub(http.StatusForbidden, subStatusAADControlPlane, fmt.Sprintf(
 			"Request blocked by Auth %s : The given request [%s %s] cannot be authorized by AAD token in data plane. Learn more: https://aka.ms/cosmos-native-rbac.",
-			a.accountName(), r.Method, r.URL.Path))
+			s.refusalAccount(a), r.Method, r.URL.Path))
 	}
 	scopeOf := collectionScope(resource)
 	for _, action := range actions {
@@ -142,15 +151,16 @@ func (s *Server) authorize(p *principal, req *Request) *apiError {
 		if !ok {
 			return newErrSub(http.StatusForbidden, subStatusRBACDenied, fmt.Sprintf(
 				"Request blocked by Auth %s : Request is blocked because principal [%s] does not have required RBAC permissions to perform action [%s] on resource [%s]. Learn more: https://aka.ms/cosmos-native-rbac.",
-				a.accountName(), p.oid, action, scopeOf))
+				s.refusalAccount(a), p.oid, action, scopeOf))
 		}
 	}
 	return nil
 }
 
-func (a *AuthOptions) accountName() string {
+// refusalAccount is the account name data-plane refusals give.
+func (s *Server) refusalAccount(a *AuthOptions) string {
 	if a.AccountName == "" {
-		return "cosmosemu"
+		return s.opts.AccountName
 	}
 	return a.AccountName
 }
@@ -174,7 +184,9 @@ func requiredActions(req *Request) (actions []string, control bool) {
 	case ResourceAccount, ResourcePartitionKeyRange:
 		return []string{ActionReadMetadata}, false
 	case ResourceDatabase, ResourceContainer:
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		// Reading and querying databases and containers is reading
+		// metadata; creating, replacing and deleting them is management.
+		if r.Method == http.MethodGet || r.Method == http.MethodHead || req.Operation == OpQuery {
 			return []string{ActionReadMetadata}, false
 		}
 		return nil, true

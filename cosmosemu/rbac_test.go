@@ -168,9 +168,14 @@ func TestManagementRefusedToTokens(t *testing.T) {
 	status, sub, _ = refusal(t, err)
 	require.Equal(t, http.StatusForbidden, status)
 	require.Equal(t, "5300", sub)
-	// Reading the container's properties is metadata, which the role grants.
+	// Reading the container's properties is metadata, which the role
+	// grants, and so is listing databases (a query on the databases feed).
 	_, err = container(t, client, "c").Read(ctx, nil)
 	require.NoError(t, err)
+	pager := client.NewQueryDatabasesPager("SELECT * FROM c", nil)
+	page, err := pager.NextPage(ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, page.Databases)
 }
 
 // claimsCredential issues a token with exactly the given claims.

@@ -128,20 +128,10 @@ func (s *Server) handleDatabase(req *Request) (*Response, *apiError) {
 		if err != nil {
 			return nil, err
 		}
-		id, err := validateName(body["id"])
+		h := req.HTTP.Header
+		db, err := s.createDatabase(body, h.Get(headerOfferThroughput), h.Get(headerAutopilot))
 		if err != nil {
 			return nil, err
-		}
-		offerReq, err := parseThroughputHeaders(req.HTTP.Header)
-		if err != nil {
-			return nil, err
-		}
-		db, err := s.store.createDatabase(id)
-		if err != nil {
-			return nil, err
-		}
-		if offerReq != nil {
-			s.store.createOffer(offerReq, "dbs/"+db.rid+"/", db.rid, func(id string) { db.offerID = id })
 		}
 		return marshalResource(http.StatusCreated, db.toJSON(), db.etag), nil
 	case OpRead:
@@ -157,6 +147,101 @@ func (s *Server) handleDatabase(req *Request) (*Response, *apiError) {
 		return &Response{Status: http.StatusNoContent, Header: http.Header{}, RequestCharge: 1}, nil
 	}
 	return nil, methodNotAllowed()
+}
+
+// createDatabase creates a database from its resource body ({"id": ...})
+// with the dedicated throughput manual or auto ask for (see
+// throughputFor): the one create path behind the data plane's POST /dbs
+// and ARM's PUT of an sqlDatabase.
+func (s *Server) createDatabase(body map[string]any, manual, auto string) (*database, *apiError) {
+	id, err := validateName(body["id"])
+	if err != nil {
+		return nil, err
+	}
+	tp, err := s.throughputFor(manual, auto, "database")
+	if err != nil {
+		return nil, err
+	}
+	db, err := s.store.createDatabase(id)
+	if err != nil {
+		return nil, err
+	}
+	if tp != nil {
+		s.store.createOffer(tp, "dbs/"+db.rid+"/", db.rid, func(id string) { db.offerID = id })
+	}
+	return db, nil
+}
+
+// createContainer creates a container in db from its resource body (id,
+// partitionKey, indexingPolicy, defaultTtl, ...) with the dedicated
+// throughput manual or auto ask for (see throughputFor): the one create
+// path behind the data plane's POST /dbs/{db}/colls and ARM's PUT of a
+// container.
+func (s *Server) createContainer(db *database, body map[string]any, manual, auto string) (*container, *apiError) {
+	id, err := validateName(body["id"])
+	if err != nil {
+		return nil, err
+	}
+	def, err := parsePKDefinition(body["partitionKey"])
+	if err != nil {
+		return nil, err
+	}
+	props := containerProps(body)
+	ttl, err := parseDefaultTTL(props)
+	if err != nil {
+		return nil, err
+	}
+	tp, err := s.throughputFor(manual, auto, "container")
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.store.createContainer(db, id, props, def, ttl)
+	if err != nil {
+		return nil, err
+	}
+	if tp != nil {
+		s.store.createOffer(tp, "dbs/"+db.rid+"/colls/"+c.rid+"/", c.rid, func(id string) {
+			c.mu.Lock()
+			c.offerID = id
+			c.mu.Unlock()
+		})
+	}
+	s.log.Debug("cosmosemu: container created")
+	return c, nil
+}
+
+// replaceContainer replaces c's settable properties (indexing policy,
+// defaultTtl, ...) with those of body, whose id must be c's and whose
+// partition key must be c's; ifMatch, when neither empty nor "*", must be
+// c's etag. The data plane's PUT of a container and ARM's PUT of an
+// existing one both replace through it.
+func (s *Server) replaceContainer(c *container, body map[string]any, ifMatch string) *apiError {
+	if id, _ := body["id"].(string); id != c.id {
+		return errBadRequest("The id of the container in the body does not match the id in the request path.")
+	}
+	def, err := parsePKDefinition(body["partitionKey"])
+	if err != nil {
+		return err
+	}
+	props := containerProps(body)
+	ttl, err := parseDefaultTTL(props)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if strings.Join(def.Paths, ",") != strings.Join(c.pkDef.Paths, ",") || def.Kind != c.pkDef.Kind {
+		return errBadRequest("Document collection partition key cannot be changed.")
+	}
+	if ifMatch != "" && ifMatch != "*" && ifMatch != c.etag {
+		return errPrecondition()
+	}
+	c.props = props
+	c.policy = parseIndexPolicy(c.props)
+	c.ttl.Store(ttl)
+	c.etag = s.store.newETag()
+	c.ts = s.store.now()
+	return nil
 }
 
 // defaultIndexingPolicy is what the service stores when none is given.
@@ -218,35 +303,11 @@ func (s *Server) handleContainer(req *Request) (*Response, *apiError) {
 		if err != nil {
 			return nil, err
 		}
-		id, err := validateName(body["id"])
+		h := req.HTTP.Header
+		c, err := s.createContainer(db, body, h.Get(headerOfferThroughput), h.Get(headerAutopilot))
 		if err != nil {
 			return nil, err
 		}
-		def, err := parsePKDefinition(body["partitionKey"])
-		if err != nil {
-			return nil, err
-		}
-		props := containerProps(body)
-		ttl, err := parseDefaultTTL(props)
-		if err != nil {
-			return nil, err
-		}
-		offerReq, err := parseThroughputHeaders(req.HTTP.Header)
-		if err != nil {
-			return nil, err
-		}
-		c, err := s.store.createContainer(db, id, props, def, ttl)
-		if err != nil {
-			return nil, err
-		}
-		if offerReq != nil {
-			s.store.createOffer(offerReq, "dbs/"+db.rid+"/colls/"+c.rid+"/", c.rid, func(id string) {
-				c.mu.Lock()
-				c.offerID = id
-				c.mu.Unlock()
-			})
-		}
-		s.log.Debug("cosmosemu: container created")
 		return marshalResource(http.StatusCreated, c.toJSON(), c.etag), nil
 	case OpRead:
 		c, err := s.store.container(req.Database, req.Container)
@@ -264,33 +325,9 @@ func (s *Server) handleContainer(req *Request) (*Response, *apiError) {
 		if err != nil {
 			return nil, err
 		}
-		if id, _ := body["id"].(string); id != c.id {
-			return nil, errBadRequest("The id of the container in the body does not match the id in the request path.")
-		}
-		def, err := parsePKDefinition(body["partitionKey"])
-		if err != nil {
+		if err := s.replaceContainer(c, body, req.HTTP.Header.Get("If-Match")); err != nil {
 			return nil, err
 		}
-		props := containerProps(body)
-		ttl, err := parseDefaultTTL(props)
-		if err != nil {
-			return nil, err
-		}
-		c.mu.Lock()
-		if strings.Join(def.Paths, ",") != strings.Join(c.pkDef.Paths, ",") || def.Kind != c.pkDef.Kind {
-			c.mu.Unlock()
-			return nil, errBadRequest("Document collection partition key cannot be changed.")
-		}
-		if ifm := req.HTTP.Header.Get("If-Match"); ifm != "" && ifm != "*" && ifm != c.etag {
-			c.mu.Unlock()
-			return nil, errPrecondition()
-		}
-		c.props = props
-		c.policy = parseIndexPolicy(c.props)
-		c.ttl.Store(ttl)
-		c.etag = s.store.newETag()
-		c.ts = s.store.now()
-		c.mu.Unlock()
 		j := c.toJSON()
 		return marshalResource(http.StatusOK, j, j["_etag"].(string)), nil
 	case OpDelete:

@@ -40,6 +40,9 @@ type Server struct {
 	serveErr error
 	// auth is the enforcement in force (Options.Auth, then SetAuth).
 	auth atomic.Pointer[AuthOptions]
+	// armOps holds the operations ARM DELETEs answered 202 for, by
+	// lowercase id (armOperation).
+	armOps sync.Map
 
 	closeOnce sync.Once
 	closeErr  error
@@ -53,6 +56,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("cosmosemu: start: %w", err)
 	}
 	opts = opts.withDefaults()
+	if id := opts.Identity; id != nil && (id.Header == "" || id.ObjectID == "") {
+		return nil, errors.New("cosmosemu: Options.Identity needs a Header and an ObjectID")
+	}
 	key, err := base64.StdEncoding.DecodeString(opts.Key)
 	if err != nil {
 		return nil, fmt.Errorf("cosmosemu: decode key: %w", err)
@@ -70,10 +76,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		store:    newStore(opts.PartitionCount, opts.Clock, opts.DisableQueryIndex),
 		done:     make(chan struct{}),
 	}
-	if opts.Auth != nil {
-		a := *opts.Auth
-		s.auth.Store(&a)
-	}
+	s.SetAuth(opts.Auth)
 	port := ln.Addr().(*net.TCPAddr).Port
 	scheme := "https"
 	if opts.PlainHTTP {
@@ -144,6 +147,7 @@ func (s *Server) SetAuth(a *AuthOptions) {
 	c := *a
 	c.RoleAssignments = append([]RoleAssignment(nil), a.RoleAssignments...)
 	c.Audiences = append([]string(nil), a.Audiences...)
+	c.ManagementPrincipals = append([]string(nil), a.ManagementPrincipals...)
 	s.auth.Store(&c)
 }
 
@@ -212,11 +216,16 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
-// serveHTTP is the single entry point of every request: admin paths go to
-// the admin handler; Cosmos DB requests are parsed, authenticated, routed,
+// serveHTTP is the single entry point of every request: ARM paths go to
+// the ARM surface and admin paths to the admin handler, neither through
+// the middleware; Cosmos DB requests are parsed, authenticated, routed,
 // passed through the middleware chain and answered. Panics in the latter
 // become 500 answers.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if isARMPath(r.URL.Path) {
+		s.serveARM(w, r)
+		return
+	}
 	if isAdminPath(r.URL.Path) {
 		s.admin.ServeHTTP(w, r)
 		return
