@@ -104,8 +104,8 @@ func measureBareWakes(ctx context.Context, w, cc *azcosmos.ContainerClient, d ti
 					continue
 				}
 				b := cc.NewTransactionalBatch(pk)
-				b.CreateItem(fmt.Appendf(nil, `{"id":"l%s","pk":%q,"pad":%q}`, doc.ID, pkv, strings.Repeat("x", 500)), nil)
-				b.CreateItem(fmt.Appendf(nil, `{"id":"m%s","pk":%q,"pad":%q}`, doc.ID, pkv, strings.Repeat("x", 300)), nil)
+				b.CreateItem(fmt.Appendf(nil, `{"id":"l%s","instanceId":%q,"pad":%q}`, doc.ID, pkv, strings.Repeat("x", 500)), nil)
+				b.CreateItem(fmt.Appendf(nil, `{"id":"m%s","instanceId":%q,"pad":%q}`, doc.ID, pkv, strings.Repeat("x", 300)), nil)
 				res, err := cc.ExecuteTransactionalBatch(rctx, b, nil)
 				if err == nil && !res.Success {
 					err = fmt.Errorf("bare batch for %s failed", doc.ID)
@@ -143,7 +143,7 @@ func measureBareWakes(ctx context.Context, w, cc *azcosmos.ContainerClient, d ti
 			return out, ctx.Err()
 		}
 		id := fmt.Sprintf("w-%d", i)
-		if _, err := w.CreateItem(ctx, pk, fmt.Appendf(nil, `{"id":%q,"pk":%q}`, id, pkv), nil); err != nil {
+		if _, err := w.CreateItem(ctx, pk, fmt.Appendf(nil, `{"id":%q,"instanceId":%q}`, id, pkv), nil); err != nil {
 			return out, err
 		}
 		wrote := time.Now()

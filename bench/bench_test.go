@@ -45,7 +45,7 @@ func sharedEnv(tb testing.TB, latency time.Duration) *Env {
 	if e, ok := envs[latency]; ok {
 		return e
 	}
-	e, err := StartEnv(context.Background(), EnvOptions{Latency: latency})
+	e, _, err := StartEnv(context.Background(), EnvOptions{Latency: latency})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -2,18 +2,21 @@
 // against the seeds' 1 s polling, on an embedded cosmosemu with the knobs'
 // latency and simulated charge model (knobs.DefaultChargeModel: simulated
 // RU anchored on Azure's published point-operation costs, not measured on
-// Azure); its stress phase runs both modes under the runtime on
-// duroxide's stress workload. cmd/durafeed-bench runs everything and
-// prints the tables; the same scenarios are Go benchmarks
+// Azure), or on an Azure Cosmos DB account (Config.Account, with its own
+// charges; docs/BENCHMARKING.md); its stress phase runs both modes under
+// the runtime on duroxide's stress workload. cmd/durafeed-bench runs
+// everything and prints the tables; the same scenarios are Go benchmarks
 // (BenchmarkWakeLatency, BenchmarkTimerLateness, BenchmarkIdleCost).
 //
 // # Method
 //
 // Every scenario runs in a container of its own on an emulator with 4
 // physical partitions (one emulator per injected latency: 0 and 2 ms per
-// request, an in-region round trip), so scenarios can run at once and the
-// knobs' per-container counters attribute every request. All times are
-// read from one process clock.
+// request, an in-region round trip), or in a throwaway database of the
+// account, so scenarios can run at once; every client the Env hands out is
+// metered from its answers' x-ms-request-charge (internal/account), which
+// attributes every request to its container. All times are read from one
+// process clock.
 //
 // Latency scenarios are closed loops with one item in flight: pause for a
 // random interval (default uniform 20 ms–1.02 s), enqueue one item, wait

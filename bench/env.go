@@ -7,23 +7,18 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
 	"github.com/durafeed/durafeed/cosmosemu"
 	"github.com/durafeed/durafeed/cosmosemu/knobs"
+	"github.com/durafeed/durafeed/internal/account"
 	"github.com/durafeed/durafeed/internal/clock"
 )
-
-// Database is the database every benchmark container is created in.
-const Database = "bench"
 
 // EnvOptions configures an Env.
 type EnvOptions struct {
@@ -55,6 +50,14 @@ type EnvOptions struct {
 	SiblingWait time.Duration
 	// NoEager is engine.Options.DisableEager.
 	NoEager bool
+	// Account, when set, runs the Env on an Azure Cosmos DB account (or an
+	// emulator over its endpoint) instead of an embedded emulator: no
+	// latency is injected (Latency and Jitter must be zero), PartitionCount
+	// is the service's, and the figures are the account's own charges.
+	Account *account.Options
+	// MaxRU, when positive, stops the Env's clients' work once they have
+	// spent this many RU (Env.OverCap reports it; account.Meter.SetCap).
+	MaxRU float64
 }
 
 const defaultProbeSamples = 60
@@ -86,56 +89,120 @@ type Probe struct {
 	BareWakeP99 time.Duration
 }
 
-// Env is an embedded cosmosemu with the knobs' middleware (counters,
-// latency, the simulated charge model knobs.DefaultChargeModel) and the
-// benchmark's own per-container, per-operation counter. Scenarios run in
-// containers of their own, so one Env serves many scenarios at once.
+// Env is where scenarios run: an embedded cosmosemu with the knobs'
+// middleware (latency, the simulated charge model
+// knobs.DefaultChargeModel), or an account over its endpoint
+// (EnvOptions.Account). Either way every client of the Env is metered on
+// the client side, from the answers' own headers (account.Meter): the
+// reports' request and RU figures are what the client saw charged.
+// Scenarios run in containers of their own in the run's throwaway
+// database, so one Env serves many scenarios at once.
 type Env struct {
-	// Server is the emulator.
+	// Server is the embedded emulator (nil on an account).
 	Server *cosmosemu.Server
-	// Knobs are its knobs: latency, faults and the simulated charge model.
-	// The reports' request and RU figures come from the Env's own
-	// per-operation counters, which apply the knobs' charges.
+	// Knobs are its knobs (nil on an account).
 	Knobs *knobs.Knobs
 
+	acct  *account.Account
 	opts  EnvOptions
-	ops   *opCounters
 	probe Probe
 	seq   atomic.Int64
+	// stop cancels the Env's work when the RU cap is passed.
+	stop context.CancelFunc
 }
 
-// StartEnv starts an emulator and probes it (see Probe).
-func StartEnv(ctx context.Context, opts EnvOptions) (*Env, error) {
-	if opts.PartitionCount <= 0 {
-		opts.PartitionCount = cosmosemu.DefaultPartitionCount
-	}
+// StartEnv starts an emulator, or opens the account, and probes it (see
+// Probe). The returned context is cancelled when the Env's RU cap is
+// passed (EnvOptions.MaxRU); scenarios should run under it.
+func StartEnv(ctx context.Context, opts EnvOptions) (*Env, context.Context, error) {
 	if opts.ProbeSamples <= 0 {
 		opts.ProbeSamples = defaultProbeSamples
 	}
-	k, err := knobs.New(knobs.Config{
-		Latency: knobs.LatencyConfig{Default: knobs.LatencySpec{Base: opts.Latency, Jitter: opts.Jitter}},
-		Charges: knobs.DefaultChargeModel(),
-	})
+	e := &Env{opts: opts}
+	var ao account.Options
+	if opts.Account != nil {
+		if opts.Latency != 0 || opts.Jitter != 0 {
+			return nil, nil, errors.New("bench: no latency can be injected on an account")
+		}
+		ao = *opts.Account
+		if ao.Prefix == "" {
+			ao.Prefix = "durafeed-bench"
+		}
+	} else {
+		if opts.PartitionCount <= 0 {
+			opts.PartitionCount = cosmosemu.DefaultPartitionCount
+			e.opts.PartitionCount = opts.PartitionCount
+		}
+		k, err := knobs.New(knobs.Config{
+			Latency: knobs.LatencyConfig{Default: knobs.LatencySpec{Base: opts.Latency, Jitter: opts.Jitter}},
+			Charges: knobs.DefaultChargeModel(),
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		srv, err := cosmosemu.Start(ctx, cosmosemu.Options{PartitionCount: opts.PartitionCount, Middleware: k.Middleware()})
+		if err != nil {
+			return nil, nil, err
+		}
+		e.Server, e.Knobs = srv, k
+		ao = account.Options{Endpoint: srv.Endpoint(), Key: srv.Key(), ClientOptions: srv.ClientOptions, Prefix: "bench"}
+	}
+	acct, err := account.Open(ctx, ao)
 	if err != nil {
-		return nil, err
+		_ = e.closeServer()
+		return nil, nil, err
 	}
-	oc := &opCounters{m: map[string]map[string]*opCell{}}
-	// Ours is outermost, so it sees the charge the knobs' model set.
-	mw := append([]cosmosemu.Middleware{oc.middleware}, k.Middleware()...)
-	srv, err := cosmosemu.Start(ctx, cosmosemu.Options{PartitionCount: opts.PartitionCount, Middleware: mw})
-	if err != nil {
-		return nil, err
+	e.acct = acct
+	runCtx, stop := context.WithCancel(ctx)
+	e.stop = stop
+	if opts.MaxRU > 0 {
+		acct.Meter().SetCap(opts.MaxRU, stop)
 	}
-	e := &Env{Server: srv, Knobs: k, opts: opts, ops: oc}
-	if e.probe, err = e.runProbe(ctx, opts.ProbeSamples); err != nil {
-		_ = srv.Close()
-		return nil, fmt.Errorf("bench: probing the round trip: %w", err)
+	if e.probe, err = e.runProbe(runCtx, opts.ProbeSamples); err != nil {
+		_ = e.Close()
+		return nil, nil, fmt.Errorf("bench: probing the round trip: %w", e.capErr(err))
 	}
-	return e, nil
+	return e, runCtx, nil
 }
 
-// Close stops the emulator.
-func (e *Env) Close() error { return e.Server.Close() }
+// OverCap reports whether the Env's clients spent past EnvOptions.MaxRU
+// (the Env's context is cancelled then).
+func (e *Env) OverCap() bool { return e.acct.Meter().Exceeded() }
+
+// capErr returns err, or an error wrapping account.ErrOverCap when the
+// cap stopped the work.
+func (e *Env) capErr(err error) error {
+	if err != nil && e.OverCap() {
+		return fmt.Errorf("bench: stopped after %.0f RU: %w", e.acct.Meter().Total().RequestCharge, account.ErrOverCap)
+	}
+	return err
+}
+
+// Account describes the account or emulator the Env runs on.
+func (e *Env) Account() account.Info { return e.acct.Info() }
+
+// Spent is what every client of the Env spent so far.
+func (e *Env) Spent() account.Usage { return e.acct.Meter().Total() }
+
+func (e *Env) closeServer() error {
+	if e.Server == nil {
+		return nil
+	}
+	return e.Server.Close()
+}
+
+// Close deletes the run's database (unless the account options keep it)
+// and stops the emulator.
+func (e *Env) Close() error {
+	if e.stop != nil {
+		e.stop()
+	}
+	var err error
+	if e.acct != nil {
+		err = e.acct.Close()
+	}
+	return errors.Join(err, e.closeServer())
+}
 
 // Latency is the injected per-request latency.
 func (e *Env) Latency() time.Duration { return e.opts.Latency }
@@ -150,35 +217,39 @@ func (e *Env) Probe() Probe { return e.probe }
 // PartitionCount is the number of physical partitions per container.
 func (e *Env) PartitionCount() int { return e.opts.PartitionCount }
 
-// newContainer returns a fresh container name for a scenario.
-func (e *Env) newContainer(label string) string {
-	return fmt.Sprintf("%s-%d", label, e.seq.Add(1))
+// newContainer creates a fresh container for a scenario and returns its
+// name; drop deletes it (call it once the scenario is measured and its
+// providers are closed: on an account, containers sharing a database's
+// throughput are limited to 25).
+func (e *Env) newContainer(ctx context.Context, label string) (name string, drop func(), err error) {
+	name = fmt.Sprintf("%s-%d", label, e.seq.Add(1))
+	if err := e.acct.CreateContainer(ctx, name); err != nil {
+		return "", nil, e.capErr(err)
+	}
+	return name, func() { _ = e.acct.DeleteContainer(context.WithoutCancel(ctx), name) }, nil
 }
+
+// database is the run's throwaway database.
+func (e *Env) database() string { return e.acct.Database() }
 
 func (e *Env) runProbe(ctx context.Context, n int) (Probe, error) {
 	var pr Probe
-	c, err := e.Server.NewClient()
+	c, err := e.acct.NewClient()
 	if err != nil {
 		return pr, err
 	}
-	if _, err := c.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: Database}, nil); err != nil && !isConflict(err) {
-		return pr, err
-	}
-	db, err := c.NewDatabase(Database)
+	name, drop, err := e.newContainer(ctx, "roundtrip")
 	if err != nil {
 		return pr, err
 	}
-	name := e.newContainer("roundtrip")
-	if _, err := db.CreateContainer(ctx, azcosmos.ContainerProperties{ID: name,
-		PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/pk"}, Version: 2}}, nil); err != nil {
-		return pr, err
-	}
-	cc, err := db.NewContainer(name)
+	defer drop()
+	cc, err := c.NewContainer(e.database(), name)
 	if err != nil {
 		return pr, err
 	}
+	// The store's containers are partitioned by /instanceId.
 	pk := azcosmos.NewPartitionKeyString("probe")
-	body := fmt.Sprintf(`{"id":"probe","pk":"probe","pad":%q}`, strings.Repeat("x", 900))
+	body := fmt.Sprintf(`{"id":"probe","instanceId":"probe","pad":%q}`, strings.Repeat("x", 900))
 	if _, err := cc.CreateItem(ctx, pk, []byte(body), nil); err != nil {
 		return pr, err
 	}
@@ -217,15 +288,11 @@ func (e *Env) runProbe(ctx context.Context, n int) (Probe, error) {
 	if err != nil {
 		return pr, err
 	}
-	w, err := e.Server.NewClient() // the writer: another process's client
+	w, err := e.acct.NewClient() // the writer: another process's client
 	if err != nil {
 		return pr, err
 	}
-	wdb, err := w.NewDatabase(Database)
-	if err != nil {
-		return pr, err
-	}
-	wc, err := wdb.NewContainer(name)
+	wc, err := w.NewContainer(e.database(), name)
 	if err != nil {
 		return pr, err
 	}
@@ -236,19 +303,15 @@ func (e *Env) runProbe(ctx context.Context, n int) (Probe, error) {
 	return Probe{RoundTrip: Percentile(isolated, 50), BackToBack: Percentile(hot, 50), BareWakeP99: Percentile(bare, 99)}, nil
 }
 
-func isConflict(err error) bool {
-	var re *azcore.ResponseError
-	return errors.As(err, &re) && re.StatusCode == http.StatusConflict
-}
-
 // Usage is what the requests addressing one container cost.
 type Usage struct {
-	// Requests and RequestCharge (simulated RU) are the knobs' counters for
-	// the container.
+	// Requests and RequestCharge are the meter's figures for the
+	// container (simulated RU on the embedded emulator, the account's on
+	// an account).
 	Requests      int64   `json:"requests"`
 	RequestCharge float64 `json:"request_charge"`
-	// ByOperation splits them by operation (and resource type when not a
-	// document; "[$leases]" marks requests on the lease partition).
+	// ByOperation splits them by operation (account.Label: the resource
+	// type when not a document, "[$leases]" for the lease partition).
 	ByOperation map[string]OpUsage `json:"by_operation"`
 }
 
@@ -258,15 +321,13 @@ type OpUsage struct {
 	RequestCharge float64 `json:"request_charge"`
 }
 
-// usage reads what the requests on a container cost. The total is the sum
-// of the per-operation counters, read in one snapshot: the knobs' counters
-// count the same requests (with the same charge rule) but at another
-// moment of each request, so a snapshot of both could straddle a request
-// still being served and the breakdown would not add up to the total.
+// usage reads what the requests on a container cost, from the meter's
+// snapshot: the total is the sum of the per-operation figures.
 func (e *Env) usage(container string) Usage {
-	u := Usage{ByOperation: e.ops.snapshot(container)}
+	u := Usage{ByOperation: map[string]OpUsage{}}
 	var milliRU float64
-	for _, o := range u.ByOperation {
+	for label, o := range e.acct.Meter().Container(e.database(), container) {
+		u.ByOperation[label] = OpUsage{Requests: o.Requests, RequestCharge: o.RequestCharge}
 		u.Requests += o.Requests
 		milliRU += math.Round(o.RequestCharge * 1000)
 	}
@@ -288,95 +349,6 @@ func (u Usage) sub(v Usage) Usage {
 }
 
 func round2(v float64) float64 { return math.Round(v*100) / 100 }
-
-// opCounters counts requests and charges per container and operation
-// label. The knobs' counters have either dimension but not both.
-type opCounters struct {
-	mu sync.Mutex
-	m  map[string]map[string]*opCell // container → label → cell
-}
-
-type opCell struct {
-	requests atomic.Int64
-	milliRU  atomic.Int64
-}
-
-func (o *opCounters) cell(container, label string) *opCell {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	byLabel := o.m[container]
-	if byLabel == nil {
-		byLabel = map[string]*opCell{}
-		o.m[container] = byLabel
-	}
-	c := byLabel[label]
-	if c == nil {
-		c = &opCell{}
-		byLabel[label] = c
-	}
-	return c
-}
-
-func (o *opCounters) snapshot(container string) map[string]OpUsage {
-	o.mu.Lock()
-	byLabel := maps.Clone(o.m[container])
-	o.mu.Unlock()
-	out := make(map[string]OpUsage, len(byLabel))
-	for k, c := range byLabel {
-		out[k] = OpUsage{Requests: c.requests.Load(), RequestCharge: float64(c.milliRU.Load()) / 1000}
-	}
-	return out
-}
-
-// leasePartitionMarker identifies requests on the provider's lease
-// partition by their partition-key header.
-const leasePartitionMarker = "$leases"
-
-// crossPartition marks the label of a query without a partition key.
-const crossPartition = " (cross-partition)"
-
-func opLabel(req *cosmosemu.Request) string {
-	label := string(req.Operation)
-	if req.ResourceType != cosmosemu.ResourceDocument {
-		label += " " + string(req.ResourceType)
-	}
-	pk := ""
-	if req.HTTP != nil {
-		pk = req.HTTP.Header.Get("x-ms-documentdb-partitionkey")
-	}
-	if strings.Contains(pk, leasePartitionMarker) {
-		label += " [$leases]"
-	}
-	if req.Operation == cosmosemu.OpQuery && pk == "" {
-		// The engine's only steady cross-partition query is its safety
-		// sweep (catch-ups run at lease acquisition); polling's fetches
-		// are all of this kind.
-		label += crossPartition
-	}
-	return label
-}
-
-func (o *opCounters) middleware(next cosmosemu.Handler) cosmosemu.Handler {
-	return func(ctx context.Context, req *cosmosemu.Request) (resp *cosmosemu.Response) {
-		if req.Container == "" || req.Database != Database {
-			return next(ctx, req)
-		}
-		c := o.cell(req.Container, opLabel(req))
-		defer func() {
-			c.requests.Add(1)
-			if resp != nil {
-				// As the knobs' counters do: a success without a charge is
-				// reported to the client as 1 RU.
-				charge := resp.RequestCharge
-				if charge == 0 && resp.Status < 300 {
-					charge = 1
-				}
-				c.milliRU.Add(int64(math.Round(charge * 1000)))
-			}
-		}()
-		return next(ctx, req)
-	}
-}
 
 // sortedLabels returns the labels of m by descending charge.
 func sortedLabels(m map[string]OpUsage) []string {

@@ -120,7 +120,11 @@ func (l *failoverLog) complete(inst string, at time.Time) {
 func (e *Env) RunFailover(ctx context.Context, s FailoverScenario) (res FailoverResult, err error) {
 	s = s.withDefaults()
 	res = FailoverResult{Mode: s.Mode, Replicas: s.Replicas, InjectedLatencyMS: ms(e.Latency())}
-	container := e.newContainer(fmt.Sprintf("failover-%s", s.Mode))
+	container, drop, err := e.newContainer(ctx, fmt.Sprintf("failover-%s", s.Mode))
+	if err != nil {
+		return res, err
+	}
+	defer drop()
 	client, err := e.openProvider(ctx, container, clientMode(s.Mode))
 	if err != nil {
 		return res, err

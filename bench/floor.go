@@ -51,11 +51,11 @@ func (e *Env) writeFloor(ctx context.Context, container string, instances []stri
 	if len(instances) == 0 {
 		return f, nil
 	}
-	cl, err := e.Server.NewClient()
+	cl, err := e.acct.NewClient()
 	if err != nil {
 		return f, err
 	}
-	cc, err := cl.NewContainer(Database, container)
+	cc, err := cl.NewContainer(e.database(), container)
 	if err != nil {
 		return f, err
 	}
@@ -129,20 +129,4 @@ func userSize(raw []byte) (int, error) {
 	}
 	b, err := json.Marshal(m)
 	return len(b), err
-}
-
-// dropContainer deletes a scenario's container once it is measured.
-func (e *Env) dropContainer(ctx context.Context, container string) error {
-	cl, err := e.Server.NewClient()
-	if err != nil {
-		return err
-	}
-	cc, err := cl.NewContainer(Database, container)
-	if err != nil {
-		return err
-	}
-	if _, err := cc.Delete(ctx, nil); err != nil {
-		return fmt.Errorf("bench: deleting container %s: %w", container, err)
-	}
-	return nil
 }

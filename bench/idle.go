@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/durafeed/durafeed/internal/account"
 	"github.com/durafeed/durafeed/internal/clock"
 	"github.com/durafeed/durafeed/provider"
 )
@@ -105,7 +106,11 @@ func (e *Env) RunIdle(ctx context.Context, s IdleScenario) (res IdleResult, err 
 	if s.Window <= 0 {
 		return res, fmt.Errorf("bench: idle window must be positive")
 	}
-	container := e.newContainer(fmt.Sprintf("idle-%s-%d", s.Mode, s.Replicas))
+	container, drop, err := e.newContainer(ctx, fmt.Sprintf("idle-%s-%d", s.Mode, s.Replicas))
+	if err != nil {
+		return res, err
+	}
+	defer drop()
 	loopCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var fetches, errs atomic.Int64
@@ -175,7 +180,7 @@ func (e *Env) RunIdle(ctx context.Context, s IdleScenario) (res IdleResult, err 
 		b.SweepsPerMin = perReplicaMin(float64(b.Sweeps), window)
 		var ru float64
 		for k, u := range total.ByOperation {
-			if strings.HasSuffix(k, crossPartition) {
+			if strings.HasSuffix(k, account.CrossPartition) {
 				ru += u.RequestCharge
 			}
 		}

@@ -161,7 +161,11 @@ func (e *Env) RunLatency(ctx context.Context, s LatencyScenario) (res LatencyRes
 		s.SampleTimeout = 30 * time.Second
 	}
 	res = LatencyResult{Mode: s.Mode, Case: s.Case, InjectedLatencyMS: ms(e.Latency())}
-	container := e.newContainer(fmt.Sprintf("%s-%s", s.Case, s.Mode))
+	container, drop, err := e.newContainer(ctx, fmt.Sprintf("%s-%s", s.Case, s.Mode))
+	if err != nil {
+		return res, err
+	}
+	defer drop()
 	fetcher, err := e.openProvider(ctx, container, s.Mode)
 	if err != nil {
 		return res, err

@@ -8,7 +8,6 @@ import (
 	"github.com/durafeed/durafeed/engine"
 	"github.com/durafeed/durafeed/polling"
 	"github.com/durafeed/durafeed/provider"
-	"github.com/durafeed/durafeed/store"
 )
 
 // Mode is the provider's dispatch mode under test.
@@ -43,13 +42,8 @@ func ParseMode(s string) (Mode, error) {
 // phase uses). This is the only place that maps a Mode onto
 // provider.Config.
 func (e *Env) providerConfig(container string, m Mode, po *polling.Options) (provider.Config, error) {
-	cfg := provider.Config{Store: store.Options{
-		Endpoint:      e.Server.Endpoint(),
-		Key:           e.Server.Key(),
-		Database:      Database,
-		Container:     container,
-		ClientOptions: e.Server.ClientOptions(), // its own connections: a separate replica
-	}}
+	// Its own client and connections: a separate replica.
+	cfg := provider.Config{Store: e.acct.StoreOptions(container)}
 	switch m {
 	case ModePolling:
 		cfg.Mode = provider.ModePolling

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/durafeed/durafeed/internal/account"
 )
 
 // Config configures Run. Zero fields take the documented defaults
@@ -92,8 +94,18 @@ type Config struct {
 	// NoEager is the replicas' engine.Options.DisableEager.
 	NoEager bool
 
-	// PartitionCount is the number of physical partitions (default 4).
+	// PartitionCount is the number of physical partitions of the embedded
+	// emulator's containers (default 4; an account's are its own).
 	PartitionCount int
+	// Account, when set, runs every scenario on this account (or an
+	// emulator over its endpoint) in a throwaway database: Latencies must
+	// be {0} (nothing is injected), and the figures are the account's
+	// charges as its answers report them.
+	Account *account.Options
+	// MaxRU, when positive, refuses a run whose Estimate is above it and
+	// stops a run whose clients have spent it (the error wraps
+	// account.ErrOverCap).
+	MaxRU float64
 	// Parallel bounds how many event-driven latency scenarios run at once
 	// (default 1; negative: no bound). Polling latency scenarios run all
 	// at once before them; idle scenarios all run at once afterwards.
@@ -203,14 +215,20 @@ type Report struct {
 	Platform  string    `json:"platform"`
 	NumCPU    int       `json:"num_cpu"`
 	Settings  Settings  `json:"settings"`
-	// Environments are the emulators, one per injected latency.
-	Environments []EnvInfo        `json:"environments"`
-	Latency      []LatencyResult  `json:"latency"`
-	Idle         []IdleResult     `json:"idle"`
-	Failover     []FailoverResult `json:"failover,omitempty"`
-	Sweep        []SweepResult    `json:"sweep,omitempty"`
-	Stress       []StressResult   `json:"stress,omitempty"`
-	Targets      []TargetResult   `json:"targets"`
+	// Environments are the emulators, one per injected latency, or the
+	// account.
+	Environments []EnvInfo `json:"environments"`
+	// EstimateRU is Estimate's figure for the run; SpentRU and Throttled
+	// what its clients were charged and how many 429s they got.
+	EstimateRU float64          `json:"estimate_ru"`
+	SpentRU    float64          `json:"spent_ru"`
+	Throttled  int64            `json:"throttled"`
+	Latency    []LatencyResult  `json:"latency"`
+	Idle       []IdleResult     `json:"idle"`
+	Failover   []FailoverResult `json:"failover,omitempty"`
+	Sweep      []SweepResult    `json:"sweep,omitempty"`
+	Stress     []StressResult   `json:"stress,omitempty"`
+	Targets    []TargetResult   `json:"targets"`
 	// Errors lists the scenarios that failed.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -270,9 +288,12 @@ type StressSettings struct {
 	Client                   string `json:"client"`
 }
 
-// EnvInfo describes one emulator.
+// EnvInfo describes one emulator or the account.
 type EnvInfo struct {
-	InjectedLatencyMS float64 `json:"injected_latency_ms"`
+	// Account is the account or emulator: endpoint, authentication,
+	// regions, consistency, throughput mode, the run's database.
+	Account           account.Info `json:"account"`
+	InjectedLatencyMS float64      `json:"injected_latency_ms"`
 	// RoundTripMS is the median isolated point-read round trip measured at
 	// start (Probe.RoundTrip), the p99 target's unit.
 	RoundTripMS float64 `json:"round_trip_ms"`
@@ -299,6 +320,15 @@ type EnvInfo struct {
 // (joined); the report holds everything that did complete.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg = cfg.withDefaults()
+	if cfg.Account != nil && (len(cfg.Latencies) != 1 || cfg.Latencies[0] != 0) {
+		return nil, errors.New("bench: on an account no latency is injected: set Latencies to {0}")
+	}
+	estimate := Estimate(cfg)
+	if err := account.CheckEstimate(estimate, cfg.MaxRU); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	ctx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
 	start := time.Now()
 	var progressMu sync.Mutex
 	progress := func(format string, args ...any) {
@@ -309,7 +339,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	rep := &Report{StartedAt: start.UTC(), GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH,
-		NumCPU: runtime.NumCPU(), Settings: Settings{
+		NumCPU: runtime.NumCPU(), EstimateRU: estimate, Settings: Settings{
 			Modes:   slices.Clone(cfg.Modes),
 			Samples: cfg.Samples, MaxDuration: cfg.MaxDuration.String(), Warmup: cfg.Warmup, Interval: cfg.Interval.String(), TimerDelay: cfg.TimerDelay.String(),
 			PollInterval: cfg.Fetch.PollInterval.String(), PollTimeout: cfg.Fetch.PollTimeout.String(),
@@ -338,23 +368,49 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			Client: string(sc.Client)}
 	}
 
+	if cfg.Account != nil {
+		rep.Settings.ChargeModel = "the account's own charges (x-ms-request-charge)"
+	}
 	var envs []*Env
 	defer func() {
 		for _, e := range envs {
 			_ = e.Close()
 		}
 	}()
+	// overCap turns err into one wrapping account.ErrOverCap when a cap
+	// stopped the run.
+	overCap := func(err error) error {
+		for _, e := range envs {
+			if e.OverCap() {
+				return fmt.Errorf("bench: the run's clients spent past the cap of %.0f RU: %w", cfg.MaxRU, account.ErrOverCap)
+			}
+		}
+		return err
+	}
+	defer func() {
+		for _, e := range envs {
+			u := e.Spent()
+			rep.SpentRU, rep.Throttled = round2(rep.SpentRU+u.RequestCharge), rep.Throttled+u.Throttled
+		}
+	}()
+	progress("estimated charge: %.0f RU", estimate)
 	for _, lat := range cfg.Latencies {
-		e, err := StartEnv(ctx, EnvOptions{PartitionCount: cfg.PartitionCount, Latency: lat, PeerWake: cfg.PeerWake, FeedBudget: cfg.FeedBudget,
-			FeedReadsPerChange: cfg.FeedReadsPerChange, SiblingWait: cfg.SiblingWait, NoEager: cfg.NoEager})
+		e, ectx, err := StartEnv(ctx, EnvOptions{PartitionCount: cfg.PartitionCount, Latency: lat, PeerWake: cfg.PeerWake, FeedBudget: cfg.FeedBudget,
+			FeedReadsPerChange: cfg.FeedReadsPerChange, SiblingWait: cfg.SiblingWait, NoEager: cfg.NoEager, Account: cfg.Account,
+			MaxRU: cfg.MaxRU})
 		if err != nil {
 			return rep, err
 		}
 		envs = append(envs, e)
+		// A cap passed in one environment stops the whole run.
+		defer context.AfterFunc(ectx, cancelRun)()
 		pr := e.Probe()
-		rep.Environments = append(rep.Environments, EnvInfo{InjectedLatencyMS: ms(lat), RoundTripMS: ms(pr.RoundTrip),
+		rep.Environments = append(rep.Environments, EnvInfo{Account: e.Account(), InjectedLatencyMS: ms(lat), RoundTripMS: ms(pr.RoundTrip),
 			BackToBackRoundTripMS: ms(pr.BackToBack), BareWakeP99MS: ms(pr.BareWakeP99)})
-		progress("emulator with %v injected latency: round trip %v isolated, %v back to back; bare wakes' p99 %v", lat,
+		if cfg.Account != nil {
+			progress("%s", e.Account())
+		}
+		progress("%s with %v injected latency: round trip %v isolated, %v back to back; bare wakes' p99 %v", envName(cfg), lat,
 			pr.RoundTrip.Round(time.Microsecond), pr.BackToBack.Round(time.Microsecond), pr.BareWakeP99.Round(time.Microsecond))
 	}
 	modes := cfg.Modes
@@ -551,7 +607,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	rep.Targets = evaluateTargets(rep)
 	rep.ElapsedS = time.Since(start).Round(100 * time.Millisecond).Seconds()
-	return rep, errors.Join(errs...)
+	return rep, overCap(errors.Join(errs...))
+}
+
+// envName names where the run's scenarios run, for progress lines.
+func envName(cfg Config) string {
+	if cfg.Account != nil {
+		return "account"
+	}
+	return "emulator"
 }
 
 // runJobs runs jobs with at most parallel at once (all for parallel <= 0).

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/durafeed/durafeed/engine"
+	"github.com/durafeed/durafeed/internal/account"
 )
 
 // tinyConfig is a complete run in a few seconds: every mode and case, one
@@ -37,7 +38,7 @@ func tinyConfig() Config {
 func TestFailoverHarness(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	e, err := StartEnv(ctx, EnvOptions{PartitionCount: 2})
+	e, _, err := StartEnv(ctx, EnvOptions{PartitionCount: 2})
 	require.NoError(t, err)
 	defer func() { _ = e.Close() }()
 	r, err := e.RunFailover(ctx, FailoverScenario{Mode: ModePolling, Warmup: 300 * time.Millisecond, Before: 300 * time.Millisecond,
@@ -133,4 +134,21 @@ func TestTinyRunProducesSaneNumbers(t *testing.T) {
 	require.Equal(t, rep.Latency, back.Latency)
 	require.Equal(t, rep.Idle, back.Idle)
 	require.Equal(t, rep.Targets, back.Targets)
+}
+
+// TestRunRefusesAboveTheCap: a run estimated above MaxRU starts nothing;
+// an Env whose clients spend past it stops with account.ErrOverCap.
+func TestRunRefusesAboveTheCap(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Modes: []Mode{ModePolling}, Cases: []Case{}, Replicas: []int{1}, Latencies: []time.Duration{0}, Failover: -1}
+	est := Estimate(cfg)
+	require.Greater(t, est, 0.0)
+	rep, err := Run(t.Context(), Config{Modes: cfg.Modes, Cases: cfg.Cases, Replicas: cfg.Replicas, Latencies: cfg.Latencies,
+		Failover: -1, MaxRU: est - 1})
+	require.ErrorIs(t, err, account.ErrOverCap)
+	require.Nil(t, rep)
+
+	// The probe alone spends more than 50 RU.
+	_, _, err = StartEnv(t.Context(), EnvOptions{PartitionCount: 1, ProbeSamples: 20, MaxRU: 50})
+	require.ErrorIs(t, err, account.ErrOverCap)
 }

@@ -1,13 +1,10 @@
 package bench
 
 import (
-	"net/http"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/durafeed/durafeed/cosmosemu"
 )
 
 func durs(ms ...int) []time.Duration {
@@ -98,21 +95,8 @@ func TestTopOps(t *testing.T) {
 	require.Equal(t, "Query 9.2, Batch 4.0, ChangeFeed 4.0", topOps(m, 3))
 }
 
-// TestOpLabel: a query with no partition key is labelled cross-partition
-// (the event-driven mode's safety sweep), the lease partition's requests
-// are marked, and a single-partition query is a plain Query.
-func TestOpLabel(t *testing.T) {
-	req := func(op cosmosemu.OperationType, pk string) *cosmosemu.Request {
-		h := &http.Request{Header: http.Header{}}
-		if pk != "" {
-			h.Header.Set("x-ms-documentdb-partitionkey", pk)
-		}
-		return &cosmosemu.Request{Operation: op, ResourceType: cosmosemu.ResourceDocument, HTTP: h}
-	}
-	require.Equal(t, "Query (cross-partition)", opLabel(req(cosmosemu.OpQuery, "")))
-	require.Equal(t, "Query", opLabel(req(cosmosemu.OpQuery, `["i"]`)))
-	require.Equal(t, "Query [$leases]", opLabel(req(cosmosemu.OpQuery, `["$leases"]`)))
-	require.Equal(t, "Read", opLabel(req(cosmosemu.OpRead, `["i"]`)))
+// TestBackstopString: the backstop's column.
+func TestBackstopString(t *testing.T) {
 	require.Equal(t, "every 60s, none seen", (&Backstop{PeriodS: 60}).String())
 	require.Equal(t, "every 60s: 1.00/min, 12.5 RU each", (&Backstop{PeriodS: 60, Sweeps: 3, SweepsPerMin: 1, RUPerSweep: 12.5}).String())
 	require.Equal(t, "—", (*Backstop)(nil).String())

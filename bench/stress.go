@@ -414,7 +414,11 @@ func (e *Env) RunStress(ctx context.Context, s StressScenario) (res StressResult
 		po = &polling.Options{PollInterval: w.PollInterval}
 		res.PollIntervalMS = ms(w.PollInterval)
 	}
-	container := e.newContainer(fmt.Sprintf("stress-%s-%d", s.Mode, s.Replicas))
+	container, drop, err := e.newContainer(ctx, fmt.Sprintf("stress-%s-%d", s.Mode, s.Replicas))
+	if err != nil {
+		return res, err
+	}
+	defer drop()
 	opened := time.Now()
 	top := &stressTopology{}
 	defer func() {
@@ -478,12 +482,6 @@ func (e *Env) RunStress(ctx context.Context, s StressScenario) (res StressResult
 	}
 	if res.WriteFloor.RU > 0 {
 		res.FloorRatio = round2(res.RUPerOrch / res.WriteFloor.RU)
-	}
-	// The scenario's documents go with its container, so the next
-	// scenario on this emulator does not carry them (an emulator holds
-	// every document in memory).
-	if err := e.dropContainer(ctx, container); err != nil {
-		return res, err
 	}
 	return res, ctx.Err() // what was measured before ctx ended, and why it ended
 }

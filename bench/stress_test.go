@@ -120,7 +120,7 @@ func TestStressScenario(t *testing.T) {
 	// Not parallel with other tests: counts goroutines at the end.
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	e, err := StartEnv(ctx, EnvOptions{PartitionCount: 2, ProbeSamples: 5})
+	e, _, err := StartEnv(ctx, EnvOptions{PartitionCount: 2, ProbeSamples: 5})
 	require.NoError(t, err)
 	defer func() { _ = e.Close() }()
 	w := tinyStress()

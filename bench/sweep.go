@@ -127,7 +127,11 @@ func (e *Env) RunSweep(ctx context.Context, s SweepScenario) (res SweepResult, e
 	if s.Load.Items <= 0 || (s.Load.Burst <= 0 && s.Load.MeanGap <= 0) {
 		return res, fmt.Errorf("bench: sweep load %q needs Items and a MeanGap or a Burst", s.Load.Name)
 	}
-	container := e.newContainer(fmt.Sprintf("sweep-%s-%s", s.Load.Name, s.Mode))
+	container, drop, err := e.newContainer(ctx, fmt.Sprintf("sweep-%s-%s", s.Load.Name, s.Mode))
+	if err != nil {
+		return res, err
+	}
+	defer drop()
 	fetcher, err := e.openProvider(ctx, container, s.Mode)
 	if err != nil {
 		return res, err
@@ -287,7 +291,11 @@ func (e *Env) RunSweep(ctx context.Context, s SweepScenario) (res SweepResult, e
 // as information and judges against SweepFloorRoundTrips round trips
 // instead.
 func (e *Env) FetchFloor(ctx context.Context, n int) (time.Duration, error) {
-	container := e.newContainer("floor")
+	container, drop, err := e.newContainer(ctx, "floor")
+	if err != nil {
+		return 0, err
+	}
+	defer drop()
 	p, err := e.openProvider(ctx, container, ModeEventDriven)
 	if err != nil {
 		return 0, err

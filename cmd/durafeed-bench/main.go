@@ -12,6 +12,15 @@
 //	go run ./cmd/durafeed-bench -modes polling -latencies 2ms -samples 20
 //	go run ./cmd/durafeed-bench -stress -stress-orchestrations 200 -latencies 0
 //
+// With COSMOS_ENDPOINT set it runs on that account instead (COSMOS_KEY, or
+// Microsoft Entra ID through DefaultAzureCredential with COSMOS_ACCOUNT_ID
+// naming the account in Resource Manager), in a throwaway database it
+// deletes at the end (-keep keeps it), with the account's own charges and
+// nothing injected. It prints the account's regions, consistency and
+// throughput mode and its estimated charge first, and refuses to start
+// when the estimate is above -max-ru; a run that spends past it stops. See
+// docs/BENCHMARKING.md.
+//
 // Unmet targets are reported, not failures: the table ends with the count
 // of targets met, a target whose result is missing (a mode that measured
 // nothing) counting as NO; the exit status is 1 only when a scenario could
@@ -33,10 +42,11 @@ import (
 	"time"
 
 	"github.com/durafeed/durafeed/bench"
+	"github.com/durafeed/durafeed/internal/account"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	if err := run(os.Getenv, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "durafeed-bench:", err)
 		}
@@ -52,9 +62,14 @@ type options struct {
 	replot string
 	cpu    string
 	quiet  bool
+	// estimate prints the run's estimated charge and exits.
+	estimate bool
 }
 
-func parseFlags(args []string, stderr io.Writer) (options, error) {
+// defaultMaxRU is the cap on an account when -max-ru is not given.
+const defaultMaxRU = 1_000_000
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
 	d := bench.DefaultConfig()
 	fs := flag.NewFlagSet("durafeed-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -103,6 +118,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&o.cfg.Seed, "seed", d.Seed, "seed of the random intervals and delays")
 	fs.StringVar(&o.out, "out", "durafeed-bench.json", "JSON report path (empty: none)")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
+	maxRU := fs.Float64("max-ru", 0, fmt.Sprintf("on an account (COSMOS_ENDPOINT): refuse a run estimated above this many RU, stop one that spends it (default %d; 0 on the embedded emulator: none)", defaultMaxRU))
+	keep := fs.Bool("keep", false, "on an account: keep the run's throwaway database")
+	throughput := fs.String("throughput", "", "on a provisioned account: the throwaway database's throughput, autoscale:N or manual:N (default autoscale:10000)")
+	fs.BoolVar(&o.estimate, "estimate", false, "print the run's estimated charge in RU and exit")
 	fs.StringVar(&o.cpu, "cpuprofile", "", "write a CPU profile of the whole run to this path (empty: none)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -111,6 +130,22 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
+	if ao, ok := account.FromEnv(getenv); ok {
+		ao.Keep = *keep
+		if *throughput != "" {
+			if ao.Throughput, err = account.ParseThroughput(*throughput); err != nil {
+				return o, fmt.Errorf("-throughput: %w", err)
+			}
+		}
+		o.cfg.Account = &ao
+		o.cfg.MaxRU = defaultMaxRU
+		if !flagSet(fs, "latencies") {
+			*latencies = "0"
+		}
+	}
+	if flagSet(fs, "max-ru") {
+		o.cfg.MaxRU = *maxRU
+	}
 	if o.cfg.Modes, err = parseList(*modes, bench.ParseMode); err != nil {
 		return o, err
 	}
@@ -122,6 +157,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.cfg.Latencies, err = parseList(*latencies, parseDuration); err != nil {
 		return o, err
+	}
+	if o.cfg.Account != nil && (len(o.cfg.Latencies) != 1 || o.cfg.Latencies[0] != 0) {
+		return o, errors.New("-latencies: nothing is injected on an account (COSMOS_ENDPOINT): leave it unset or 0")
 	}
 	if len(o.cfg.Latencies) == 0 {
 		return o, errors.New("-latencies is empty")
@@ -164,10 +202,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
-func run(args []string, stdout, stderr io.Writer) error {
-	o, err := parseFlags(args, stderr)
+func run(getenv func(string) string, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, getenv, stderr)
 	if err != nil {
 		return err
+	}
+	if o.estimate {
+		fmt.Fprintf(stdout, "estimated charge: %.0f RU\n", bench.Estimate(o.cfg))
+		return nil
 	}
 	if o.replot != "" {
 		b, err := os.ReadFile(o.replot)
@@ -250,6 +292,13 @@ func sweepNames() string {
 		n = append(n, l.Name)
 	}
 	return strings.Join(n, ",")
+}
+
+// flagSet reports whether the command line set the named flag.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // parseList parses a comma-separated list; an empty string is an empty

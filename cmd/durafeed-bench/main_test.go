@@ -16,7 +16,7 @@ import (
 )
 
 func TestParseFlagsDefaults(t *testing.T) {
-	o, err := parseFlags(nil, io.Discard)
+	o, err := parseFlags(nil, noEnv, io.Discard)
 	require.NoError(t, err)
 	d := bench.DefaultConfig()
 	require.Equal(t, d.Modes, o.cfg.Modes)
@@ -54,7 +54,7 @@ func TestParseFlagsStress(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o, err := parseFlags(tt.args, io.Discard)
+			o, err := parseFlags(tt.args, noEnv, io.Discard)
 			require.NoError(t, err)
 			require.NotNil(t, o.cfg.Stress)
 			require.Equal(t, tt.want, *o.cfg.Stress)
@@ -69,7 +69,7 @@ func TestParseFlagsStress(t *testing.T) {
 	}
 
 	// Modes, latencies and the event-driven settings still apply.
-	o, err := parseFlags([]string{"-stress", "-modes", "event-driven", "-latencies", "2ms", "-peer-wake", "-feed-budget", "3", "-sibling-wait", "25ms"}, io.Discard)
+	o, err := parseFlags([]string{"-stress", "-modes", "event-driven", "-latencies", "2ms", "-peer-wake", "-feed-budget", "3", "-sibling-wait", "25ms"}, noEnv, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, 25*time.Millisecond, o.cfg.SiblingWait)
 	require.Equal(t, []bench.Mode{bench.ModeEventDriven}, o.cfg.Modes)
@@ -82,27 +82,27 @@ func TestParseFlagsStress(t *testing.T) {
 		{"-stress", "-stress-orchestrations", "0"}, {"-stress", "-stress-inflight", "0"}, {"-stress", "-stress-tasks", "-1"},
 		{"-stress", "-stress-client", "elsewhere"}, {"-stress", "-stress-activity", "0"}, {"-stress", "-stress-poll-interval", "0"}, {"-stress", "-stress-duration", "0"},
 	} {
-		_, err := parseFlags(bad, io.Discard)
+		_, err := parseFlags(bad, noEnv, io.Discard)
 		require.Error(t, err, "%q", bad)
 	}
 }
 
 func TestParseFlagsSweep(t *testing.T) {
-	o, err := parseFlags([]string{"-sweep", "1s,burst", "-sweep-scale", "0.5", "-sweep-dispatchers", "2"}, io.Discard)
+	o, err := parseFlags([]string{"-sweep", "1s,burst", "-sweep-scale", "0.5", "-sweep-dispatchers", "2"}, noEnv, io.Discard)
 	require.NoError(t, err)
 	want, err := bench.SelectSweep([]string{"1s", "burst"}, 0.5)
 	require.NoError(t, err)
 	require.Equal(t, want, o.cfg.Sweep)
 	require.Equal(t, 2, o.cfg.SweepDispatchers)
 	for _, bad := range [][]string{{"-sweep", "2s"}, {"-sweep", "all", "-sweep-scale", "0"}} {
-		_, err := parseFlags(bad, io.Discard)
+		_, err := parseFlags(bad, noEnv, io.Discard)
 		require.Error(t, err, "%q", bad)
 	}
 }
 
 func TestParseFlags(t *testing.T) {
 	o, err := parseFlags([]string{"-modes", "polling", "-cases", "", "-latencies", "0, 2ms,5ms", "-replicas", "2",
-		"-interval", "10ms-20ms", "-timer-delay", "300ms", "-samples", "7"}, io.Discard)
+		"-interval", "10ms-20ms", "-timer-delay", "300ms", "-samples", "7"}, noEnv, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, []bench.Mode{bench.ModePolling}, o.cfg.Modes)
 	require.Empty(t, o.cfg.Cases)
@@ -117,7 +117,7 @@ func TestParseFlags(t *testing.T) {
 		{"-modes", "fast"}, {"-modes", ""}, {"-cases", "wake"}, {"-latencies", "2"}, {"-latencies", "-1ms"},
 		{"-replicas", "0"}, {"-interval", "2s-1s"}, {"-timer-delay", "x"}, {"-samples", "0"}, {"extra"},
 	} {
-		_, err := parseFlags(bad, io.Discard)
+		_, err := parseFlags(bad, noEnv, io.Discard)
 		require.Error(t, err, "%q", bad)
 	}
 }
@@ -126,7 +126,7 @@ func TestParseFlags(t *testing.T) {
 func TestRunWritesTableAndJSON(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "r.json")
 	var stdout bytes.Buffer
-	err := run([]string{"-modes", "polling", "-cases", "wake-local", "-latencies", "0", "-replicas", "1",
+	err := run(noEnv, []string{"-modes", "polling", "-cases", "wake-local", "-latencies", "0", "-replicas", "1",
 		"-samples", "2", "-warmup", "0", "-interval", "1ms-5ms", "-poll-interval", "20ms",
 		"-idle-warmup", "0s", "-idle-window", "300ms", "-idle-slices", "1", "-failover", "-1s", "-out", out, "-quiet"}, &stdout, io.Discard)
 	require.NoError(t, err)
@@ -146,7 +146,7 @@ func TestRunWritesTableAndJSON(t *testing.T) {
 func TestRunStress(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "r.json")
 	var stdout bytes.Buffer
-	err := run([]string{"-stress", "-modes", "polling", "-latencies", "0", "-stress-replicas", "1", "-stress-orchestrations", "4",
+	err := run(noEnv, []string{"-stress", "-modes", "polling", "-latencies", "0", "-stress-replicas", "1", "-stress-orchestrations", "4",
 		"-stress-inflight", "2", "-stress-tasks", "2", "-stress-activity", "1ms", "-stress-poll-interval", "20ms", "-out", out, "-png", "", "-quiet"},
 		&stdout, io.Discard)
 	require.NoError(t, err)
@@ -175,7 +175,7 @@ func TestReplotDrawsAReport(t *testing.T) {
 	require.NoError(t, err)
 	in, out := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.png")
 	require.NoError(t, os.WriteFile(in, b, 0o600))
-	require.NoError(t, run([]string{"-replot", in, "-png", out}, io.Discard, io.Discard))
+	require.NoError(t, run(noEnv, []string{"-replot", in, "-png", out}, io.Discard, io.Discard))
 	f, err := os.Open(out)
 	require.NoError(t, err)
 	defer func() { _ = f.Close() }()
@@ -184,5 +184,9 @@ func TestReplotDrawsAReport(t *testing.T) {
 
 	empty := filepath.Join(dir, "empty.json")
 	require.NoError(t, os.WriteFile(empty, []byte("{}"), 0o600))
-	require.Error(t, run([]string{"-replot", empty, "-png", filepath.Join(dir, "e.png")}, io.Discard, io.Discard))
+	require.Error(t, run(noEnv, []string{"-replot", empty, "-png", filepath.Join(dir, "e.png")}, io.Discard, io.Discard))
 }
+
+// noEnv is an environment without any variable (no COSMOS_ENDPOINT: the
+// embedded emulator).
+func noEnv(string) string { return "" }
