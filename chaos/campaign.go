@@ -13,11 +13,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/cosmosemu"
 	"github.com/durafeed/durafeed/cosmosemu/knobs"
 	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/internal/account"
 	"github.com/durafeed/durafeed/internal/clock"
 	"github.com/durafeed/durafeed/polling"
 	"github.com/durafeed/durafeed/provider"
@@ -69,6 +71,9 @@ func (f FaultRates) validate() error {
 	return nil
 }
 
+// ruleThrottle is the id of the 429 rule.
+const ruleThrottle = "throttle-429"
+
 // rules turns the rates into knobs rules, in order, each probability
 // divided by what the earlier rules leave so that its share of all
 // requests is its rate.
@@ -78,7 +83,7 @@ func (f FaultRates) rules(database string) []knobs.FaultRule {
 		rule knobs.FaultRule
 	}
 	specs := []r{
-		{f.Throttle, knobs.FaultRule{ID: "throttle-429", Kind: knobs.FaultThrottle, RetryAfter: f.ThrottleRetryAfter}},
+		{f.Throttle, knobs.FaultRule{ID: ruleThrottle, Kind: knobs.FaultThrottle, RetryAfter: f.ThrottleRetryAfter}},
 		{f.Unavailable, knobs.FaultRule{ID: "unavailable-503", Kind: knobs.FaultUnavailable}},
 		{f.Drop / 2, knobs.FaultRule{ID: "drop-before", Kind: knobs.FaultDrop}},
 		{f.Drop / 2, knobs.FaultRule{ID: "drop-after", Kind: knobs.FaultDrop, AfterHandler: true}},
@@ -106,17 +111,39 @@ func (f FaultRates) rules(database string) []knobs.FaultRule {
 // and the kill of one replica (and a replacement joining) while it runs,
 // then the history checker (Check) over everything read back. Zero fields
 // take the documented defaults.
+//
+// With Account set the campaign runs on that account (or an emulator over
+// its endpoint) instead: the latency and the faults are injected client
+// side, in every SDK client's pipeline (see the package documentation),
+// the partition splits are skipped, and MaxRU caps what it may spend.
 type Campaign struct {
 	// Mode is the providers' dispatch mode (default event-driven).
 	Mode provider.Mode
+	// Account, when set, runs the campaign on that account: it is opened
+	// (account.Open; Prefix "durafeed-chaos" unless set), the campaign's
+	// container is created in the run's throwaway database, every
+	// replica's and the client's provider is a client of its own of it
+	// (Account.StoreOptions), and the database is deleted at the end
+	// unless Options.Keep. The campaign adds its client-side fault policy
+	// to Options.PerRetryPolicies (the caller's copy is not changed).
+	// Nil: the embedded emulator.
+	Account *account.Options
+	// MaxRU caps the request charge of a campaign on an account (0: none;
+	// ignored on the embedded emulator). A campaign whose estimate
+	// (EstimateRU) is above it is refused before anything is created; one
+	// whose clients spend past it is stopped. Either way Run returns an
+	// error wrapping account.ErrOverCap.
+	MaxRU float64
 	// Orchestrations is the number of root orchestrations (default 1000).
 	Orchestrations int
 	// Replicas is the number of runtime replicas at the start (default 3).
 	Replicas int
-	// Partitions is the emulator's physical partitions (default 4).
+	// Partitions is the emulator's physical partitions (default 4;
+	// ignored on an account, whose partitions are the service's).
 	Partitions int
 	// Latency is the latency the emulator adds to every request
-	// (default 2 ms; negative: none).
+	// (default 2 ms; negative: none); on an account every client waits it
+	// before each attempt, on top of the network's.
 	Latency time.Duration
 	// Faults are the fault rates for the whole run (nil: the defaults,
 	// DefaultFaultRates; a zero FaultRates injects none).
@@ -131,7 +158,9 @@ type Campaign struct {
 	Rate float64
 	// Splits is the number of partition splits during the run (default 1;
 	// negative: none), the first once SplitAt of the roots were started
-	// (default 0.2), further ones 0.2 apart.
+	// (default 0.2), further ones 0.2 apart. A real account cannot be told
+	// to split a partition: on an account there are none (the campaign
+	// says so in its events).
 	Splits  int
 	SplitAt float64
 	// KillAt is the share of started roots at which a replica is killed
@@ -287,6 +316,8 @@ func (c Campaign) validate() error {
 		return errors.New("chaos: durations must not be negative")
 	case c.OrchestrationConcurrency < 1 || c.WorkerConcurrency < 1 || c.StartConcurrency < 1:
 		return errors.New("chaos: concurrencies must be at least 1")
+	case c.MaxRU < 0:
+		return errors.New("chaos: MaxRU must not be negative")
 	}
 	return c.Faults.validate()
 }
@@ -297,11 +328,31 @@ type Result struct {
 	Campaign Campaign
 	// Report is the history checker's verdict.
 	Report Report
-	// Faults counts injected faults; FaultsByRule per rule id.
+	// Faults counts injected faults; FaultsByRule per rule id (the ids of
+	// FaultRates' rules, server side and client side alike).
 	Faults       int64
 	FaultsByRule map[string]int64
-	// Requests counts the emulator's requests.
+	// Requests counts the requests while the faults were on: the
+	// emulator's, or on an account every client attempt the client-side
+	// injector saw.
 	Requests int64
+	// Account describes the account the campaign ran on (nil: the
+	// embedded emulator; the faults were then injected server side).
+	Account *account.Info
+	// EstimateRU is the estimate checked against MaxRU (EstimateRU; on an
+	// account only).
+	EstimateRU float64
+	// Spent is what the campaign's clients were charged on the account,
+	// from the answers' headers (account.Meter), setup and read-back
+	// included: every attempt the clients saw, the injected answers
+	// included (an injected 429 counts in Throttled, with no charge; an
+	// injected 408 with the charge of the answer it replaced). Zero on the
+	// embedded emulator.
+	Spent account.Usage
+	// UnseenRU is the charge of the answers the injected drop-after faults
+	// discarded: spent on the account but seen by no client, so not in
+	// Spent (nor counted against MaxRU).
+	UnseenRU float64
 	// Splits counts partition splits done; Killed replicas killed; Joined
 	// replacement replicas that joined.
 	Splits, Killed, Joined int
@@ -356,16 +407,22 @@ type replica struct {
 
 // run is one campaign in progress.
 type run struct {
-	c       Campaign
-	log     *zap.Logger
-	emu     *cosmosemu.Server
-	k       *knobs.Knobs
-	obs     *observer
-	ex      *executions
-	jobs    []job
-	client  *runtime.Client
-	admin   durable.ProviderAdmin
-	started time.Time
+	c   Campaign
+	log *zap.Logger
+	// emu is the embedded emulator (nil on an account); acct the account
+	// and cf its client-side fault injector (nil on the emulator); faults
+	// is whichever injects the faults; database the campaign's database.
+	emu      *cosmosemu.Server
+	acct     *account.Account
+	cf       *clientFaults
+	faults   faultInjector
+	database string
+	obs      *observer
+	ex       *executions
+	jobs     []job
+	client   *runtime.Client
+	admin    durable.ProviderAdmin
+	started  time.Time
 
 	mu        sync.Mutex
 	replicas  []*replica
@@ -385,37 +442,61 @@ type run struct {
 }
 
 // Run runs the campaign and checks it. The error reports a campaign that
-// could not run (the emulator or a provider did not start); correctness
-// failures are in the Result (Result.OK). Everything Run starts is
-// stopped before it returns.
-func (c Campaign) Run(ctx context.Context) (_ *Result, err error) {
+// could not run (the emulator, the account or a provider did not start)
+// or, wrapping account.ErrOverCap, one on an account whose estimate is
+// above MaxRU (nothing was created) or whose clients spent past it (it was
+// stopped and cleaned up); correctness failures are in the Result
+// (Result.OK). Everything Run starts is stopped, and an account's
+// throwaway database deleted (unless kept), before it returns.
+func (c Campaign) Run(ctx context.Context) (out *Result, err error) {
 	c = c.withDefaults()
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	r := &run{c: c, log: c.Logger.Named("chaos"), obs: newObserver(), ex: newExecutions(),
 		startedAt: map[string]time.Time{}, nextN: 1}
-	r.k, err = knobs.New(knobs.Config{
-		Latency:   knobs.LatencyConfig{Default: knobs.LatencySpec{Base: c.Latency}, Seed: c.Seed},
-		FaultSeed: c.Seed,
-		Charges:   knobs.DefaultChargeModel(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	r.emu, err = cosmosemu.Start(ctx, cosmosemu.Options{PartitionCount: c.Partitions, Middleware: r.k.Middleware(),
-		Logger: c.Logger.Named("cosmosemu")})
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if cerr := r.emu.Close(); cerr != nil && err == nil {
-			err = cerr
+	// The campaign's own context: the RU cap cancels it.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if c.Account != nil {
+		estimate := c.EstimateRU()
+		if err := account.CheckEstimate(estimate, c.MaxRU); err != nil {
+			return nil, fmt.Errorf("chaos: %w", err)
 		}
-	}()
+		if err := r.openAccount(ctx, cancel); err != nil {
+			return nil, err
+		}
+		defer func() {
+			// The faults are off before the database is deleted (its
+			// deletion addresses the database).
+			r.cf.stop()
+			if cerr := r.acct.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("chaos: %w", cerr)
+			}
+			if r.acct.Meter().Exceeded() {
+				out, err = nil, fmt.Errorf("chaos: the campaign's clients spent %.0f RU, past the cap of %.0f RU, and were stopped: %w",
+					r.acct.Meter().Total().RequestCharge, c.MaxRU, account.ErrOverCap)
+			}
+		}()
+		r.note("%s", r.acct.Info())
+		r.note("estimated at %.0f RU (cap %s)", estimate, capString(c.MaxRU))
+		r.note("latency and faults injected client side, in every SDK client's pipeline: the service cannot be told to fail")
+		if c.Splits > 0 {
+			r.note("skipped %d partition split(s): the service cannot be told to split a partition", c.Splits)
+		}
+	} else {
+		if err := r.startEmulator(ctx); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if cerr := r.emu.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+	}
 
 	// The client: a provider of its own (its process never dies).
-	cp, err := r.newProvider(ctx, clientReplica, nil)
+	cp, _, err := r.newProvider(ctx, clientReplica)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: client provider: %w", err)
 	}
@@ -431,11 +512,8 @@ func (c Campaign) Run(ctx context.Context) (_ *Result, err error) {
 		}
 	}
 	// Counted from here: the faults start with the runtimes.
-	r.k.Counters().Reset()
-	for _, fr := range c.Faults.rules(database) {
-		if _, err := r.k.Faults().Add(fr); err != nil {
-			return nil, err
-		}
+	if err := r.faults.start(r.database); err != nil {
+		return nil, err
 	}
 	for _, rp := range r.snapshotReplicas() {
 		if err := rp.rt.Start(); err != nil {
@@ -444,8 +522,12 @@ func (c Campaign) Run(ctx context.Context) (_ *Result, err error) {
 	}
 
 	r.jobs = newJobs("chaos", c.Orchestrations, workloadShape{fanOut: c.FanOut, timerDelay: c.TimerDelay, mailboxItems: c.MailboxItems})
-	r.note("%d root orchestrations (%s), %d replicas, mode %s, %d partitions, latency %s, seed %d",
-		len(r.jobs), kindList(), c.Replicas, c.Mode, c.Partitions, c.Latency, c.Seed)
+	partitions := fmt.Sprintf("%d partitions", c.Partitions)
+	if r.acct != nil {
+		partitions = "the account's partitions"
+	}
+	r.note("%d root orchestrations (%s), %d replicas, mode %s, %s, latency %s, seed %d",
+		len(r.jobs), kindList(), c.Replicas, c.Mode, partitions, c.Latency, c.Seed)
 	r.drive(ctx)
 	r.settle(ctx)
 	// The replicas stop (still under faults) before anything is read: the
@@ -455,13 +537,8 @@ func (c Campaign) Run(ctx context.Context) (_ *Result, err error) {
 	stopped := time.Now()
 
 	// The verdict is read without faults: the checker is not under test.
-	res := &Result{Campaign: c, FaultsByRule: map[string]int64{}}
-	for _, st := range r.k.Faults().Rules() {
-		res.FaultsByRule[st.Rule.ID] = st.Fired
-	}
-	res.Faults = r.k.Faults().TotalFired()
-	res.Requests = r.k.Counters().Snapshot().Total.Requests
-	r.k.Faults().Clear()
+	res := &Result{Campaign: c, FaultsByRule: r.faults.firedByRule(), Faults: r.faults.fired(), Requests: r.faults.requests()}
+	r.faults.stop()
 	// Locks left when the replicas stopped (an abandon that failed) have
 	// expired before the queues are counted, so their messages count.
 	if !clock.Sleep(ctx, time.Until(stopped.Add(c.LockTimeout+time.Second))) {
@@ -472,6 +549,13 @@ func (c Campaign) Run(ctx context.Context) (_ *Result, err error) {
 		return nil, fmt.Errorf("chaos: read back: %w", err)
 	}
 	res.Report = Check(ev)
+	if r.acct != nil {
+		info := r.acct.Info()
+		res.Account, res.EstimateRU = &info, c.EstimateRU()
+		res.Spent, res.UnseenRU = r.acct.Meter().Total(), r.cf.unseenRU()
+		r.note("spent %.1f RU in %d requests (%d answered 429, %d of them injected); %.1f RU more in answers the injected drops discarded",
+			res.Spent.RequestCharge, res.Spent.Requests, res.Spent.Throttled, res.FaultsByRule[ruleThrottle], res.UnseenRU)
+	}
 
 	_, stalls, readBacks := r.obs.results()
 	for _, s := range stalls {
@@ -518,6 +602,66 @@ func (c Campaign) Run(ctx context.Context) (_ *Result, err error) {
 	return res, nil
 }
 
+// capString formats an RU cap ("none" for zero).
+func capString(ru float64) string {
+	if ru <= 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%.0f RU", ru)
+}
+
+// startEmulator starts the embedded emulator with the latency, the charge
+// model and (from start on) the faults in its knobs.
+func (r *run) startEmulator(ctx context.Context) error {
+	c := r.c
+	k, err := knobs.New(knobs.Config{
+		Latency:   knobs.LatencyConfig{Default: knobs.LatencySpec{Base: c.Latency}, Seed: c.Seed},
+		FaultSeed: c.Seed,
+		Charges:   knobs.DefaultChargeModel(),
+	})
+	if err != nil {
+		return err
+	}
+	r.emu, err = cosmosemu.Start(ctx, cosmosemu.Options{PartitionCount: c.Partitions, Middleware: k.Middleware(),
+		Logger: c.Logger.Named("cosmosemu")})
+	if err != nil {
+		return err
+	}
+	r.faults, r.database = serverFaults{k: k, rates: *c.Faults}, database
+	return nil
+}
+
+// openAccount opens the account with the client-side fault injector in
+// every client, caps the meter (cancel stops the campaign) and creates the
+// campaign's container. A failure after the database was created deletes
+// it.
+func (r *run) openAccount(ctx context.Context, cancel context.CancelFunc) error {
+	c := r.c
+	r.cf = newClientFaults(*c.Faults, c.Seed, c.Latency)
+	o := *c.Account
+	if o.Prefix == "" {
+		o.Prefix = "durafeed-chaos"
+	}
+	o.PerRetryPolicies = append(append([]policy.Policy{}, o.PerRetryPolicies...), r.cf)
+	acct, err := account.Open(ctx, o)
+	if err != nil {
+		return fmt.Errorf("chaos: %w", err)
+	}
+	if c.MaxRU > 0 {
+		acct.Meter().SetCap(c.MaxRU, cancel)
+	}
+	if err := acct.CreateContainer(ctx, container); err != nil {
+		_ = acct.Close()
+		if acct.Meter().Exceeded() {
+			return fmt.Errorf("chaos: the campaign's clients spent %.0f RU while it was set up, past the cap of %.0f RU: %w",
+				acct.Meter().Total().RequestCharge, c.MaxRU, account.ErrOverCap)
+		}
+		return fmt.Errorf("chaos: %w", err)
+	}
+	r.acct, r.faults, r.database = acct, r.cf, acct.Database()
+	return nil
+}
+
 func kindList() string {
 	b := ""
 	for i, k := range Kinds() {
@@ -546,20 +690,25 @@ func (r *run) note(format string, args ...any) {
 }
 
 // newProvider opens a provider on the campaign's container with its own
-// SDK client and network (net, or a fresh one when nil).
-func (r *run) newProvider(ctx context.Context, n int, net *killableTransport) (*provider.Provider, error) {
-	if net == nil {
-		net = &killableTransport{inner: r.emu.HTTPClient()}
+// SDK client and network, which it returns too: on an account a client of
+// its own (Account.StoreOptions: metered, with the client-side faults).
+func (r *run) newProvider(ctx context.Context, n int) (*provider.Provider, *killableTransport, error) {
+	var so store.Options
+	if r.acct != nil {
+		so = r.acct.StoreOptions(container)
+	} else {
+		so = store.Options{Endpoint: r.emu.Endpoint(), Key: r.emu.Key(), ClientOptions: r.emu.ClientOptions(),
+			Database: database, Container: container}
 	}
-	co := r.emu.ClientOptions()
-	co.Transport = net
-	return provider.New(ctx, provider.Config{
-		Store: store.Options{Endpoint: r.emu.Endpoint(), Key: r.emu.Key(), ClientOptions: co,
-			Database: database, Container: container},
+	net := &killableTransport{inner: so.ClientOptions.Transport}
+	so.ClientOptions.Transport = net
+	p, err := provider.New(ctx, provider.Config{
+		Store:   so,
 		Mode:    r.c.Mode,
 		Polling: &polling.Options{OrchestrationDispatchers: r.c.OrchestrationConcurrency, WorkerDispatchers: r.c.WorkerConcurrency},
 		Logger:  r.obs.providerLogger(r.c.Logger, n),
 	})
+	return p, net, err
 }
 
 // addReplica opens a replica (not started).
@@ -568,8 +717,7 @@ func (r *run) addReplica(ctx context.Context) (*replica, error) {
 	n := r.nextN
 	r.nextN++
 	r.mu.Unlock()
-	net := &killableTransport{inner: r.emu.HTTPClient()}
-	p, err := r.newProvider(ctx, n, net)
+	p, net, err := r.newProvider(ctx, n)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: replica %d: %w", n, err)
 	}
@@ -830,8 +978,12 @@ func (r *run) track(ctx context.Context) {
 		if time.Now().After(next) {
 			next = time.Now().Add(r.c.ProgressInterval)
 			if r.c.Progress != nil {
-				fmt.Fprintf(r.c.Progress, "chaos[%s] +%v %d/%d roots finished, %d faults injected\n",
-					r.c.Mode, time.Since(r.started).Round(time.Second), done, len(r.jobs), r.k.Faults().TotalFired())
+				spent := ""
+				if r.acct != nil {
+					spent = fmt.Sprintf(", %.0f RU spent", r.acct.Meter().Total().RequestCharge)
+				}
+				fmt.Fprintf(r.c.Progress, "chaos[%s] +%v %d/%d roots finished, %d faults injected%s\n",
+					r.c.Mode, time.Since(r.started).Round(time.Second), done, len(r.jobs), r.faults.fired(), spent)
 			}
 		}
 		if done == len(r.jobs) {
@@ -864,11 +1016,15 @@ func (r *run) poll(ctx context.Context, roots map[string]bool) {
 	r.finished.Store(int64(n))
 }
 
-// direct splits partitions and kills a replica as the roots are started.
+// direct splits partitions (not on an account) and kills a replica as the
+// roots are started.
 func (r *run) direct(ctx context.Context) {
 	n := float64(len(r.jobs))
 	var splitAt []float64
 	for i := range r.c.Splits {
+		if r.acct != nil {
+			break
+		}
 		splitAt = append(splitAt, min(r.c.SplitAt+0.2*float64(i), 0.95))
 	}
 	killAt := r.c.KillAt

@@ -47,6 +47,39 @@
 // read back") are captured at any level and reported with what the
 // read-back found.
 //
-// cmd/durafeed-chaos runs campaigns from the command line; the package's
-// test runs one small campaign per mode.
+// # On an account
+//
+// With Campaign.Account set the campaign runs on an Azure Cosmos DB
+// account, or an emulator over its endpoint (internal/account: a key or
+// Microsoft Entra ID, a throwaway database per run, deleted at the end
+// unless kept, and a meter of every client's request charges). The service
+// cannot be told to fail, so the faults are injected client side, in every
+// SDK client's azcore pipeline (a per-retry policy, installed through
+// account.Options.PerRetryPolicies after the account's meter, so that the
+// meter counts what the clients saw), under the same rule ids, at the same
+// rates, with the same draws and the same scope (requests addressing the
+// campaign's database) as the server-side rules:
+//
+//   - 429 with retry-after, 503 and 410 are answered without sending the
+//     request, with the service's headers and error body;
+//   - a dropped connection fails the attempt with a transport error, half
+//     before sending, half after the request ran (its answer discarded:
+//     the write committed unseen);
+//   - a 408 replaces the answer of a request that ran;
+//   - the latency is waited before each attempt, on top of the network's.
+//
+// The replica kill is process-local and runs as on the emulator; the
+// partition split does not run (an account's partitions split when the
+// service decides), and the campaign's events say so. Campaign.MaxRU caps
+// the spending: a campaign estimated above it (Campaign.EstimateRU) is
+// refused before anything is created, one whose clients spend past it is
+// stopped, both with an error wrapping account.ErrOverCap. The Result
+// reports the account (Result.Account), the charge the clients saw
+// (Result.Spent: RU, requests, 429s) and the charge of the answers the
+// injected drops discarded (Result.UnseenRU).
+//
+// cmd/durafeed-chaos runs campaigns from the command line, on an account
+// when COSMOS_ENDPOINT is set; the package's tests run one small campaign
+// per mode on the embedded emulator and on an emulator over its endpoint
+// as an account.
 package chaos

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -369,7 +370,7 @@ var errKilled = errors.New("chaos: replica killed (connection refused)")
 // cut. After the cut every request fails at once and answers in flight
 // are discarded, as when a process dies.
 type killableTransport struct {
-	inner *http.Client
+	inner policy.Transporter
 	cut   atomic.Bool
 	mu    sync.Mutex
 	// writes holds the write requests (not queries) in flight, with the
@@ -424,7 +425,9 @@ func (t *killableTransport) kill() []string {
 		keys = append(keys, k)
 	}
 	t.mu.Unlock()
-	t.inner.CloseIdleConnections()
+	if c, ok := t.inner.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 	sort.Strings(keys)
 	return keys
 }

@@ -75,6 +75,7 @@ func TestCampaignDefaultsAndValidation(t *testing.T) {
 		"rate over 1": {Faults: &FaultRates{Throttle: 1.5}},
 		"rates sum":   {Faults: &FaultRates{Throttle: 0.6, Drop: 0.6}},
 		"timer":       {TimerDelay: -time.Second},
+		"max ru":      {MaxRU: -1},
 	} {
 		require.Error(t, bad.withDefaults().validate(), name)
 	}
@@ -93,4 +94,19 @@ func TestSummary(t *testing.T) {
 		r.Summary())
 	require.False(t, r.OK())
 	require.Zero(t, (&Result{}).percentile(0.5))
+}
+
+func TestEstimateRU(t *testing.T) {
+	// The documented model: 600 roots (a multiple of the six kinds) at
+	// 5/s, event-driven: the roots' charge plus 135.5 s of the clock's.
+	require.InDelta(t, EstimateMargin*(600*RUPerRootEventDriven+RUPerSecondEventDriven*(120+15+0.5)),
+		Campaign{Orchestrations: 600}.EstimateRU(), 1e-6)
+	ev := Campaign{Orchestrations: 1000}.EstimateRU()
+	require.Greater(t, Campaign{Orchestrations: 1000, Mode: provider.ModePolling}.EstimateRU(), ev, "polling costs more")
+	require.Greater(t, Campaign{Orchestrations: 2000}.EstimateRU(), ev, "more roots")
+	require.Greater(t, Campaign{Orchestrations: 1000, FanOut: 20}.EstimateRU(), ev, "a wider fan-out")
+	require.Greater(t, Campaign{Orchestrations: 1000, MailboxItems: 10}.EstimateRU(), ev, "a longer mailbox")
+	require.Greater(t, Campaign{Orchestrations: 1000, Rate: 1}.EstimateRU(), ev, "a slower pace: more idle time")
+	require.Greater(t, Campaign{Orchestrations: 1000, Replicas: 6}.EstimateRU(), ev, "more replicas")
+	require.Less(t, Campaign{Orchestrations: 1000, Rate: -1}.EstimateRU(), ev, "no pacing")
 }

@@ -20,8 +20,11 @@ import (
 // beyond the first over scheduled activities (allowed: at least once);
 // lock-stalls counts items whose lock was taken by a lost answer nobody
 // recovered (the kill's own are left out); latencies run from a root's
-// first start attempt to its completion. result is "FAILED" when any
-// correctness check failed.
+// first start attempt to its completion. On an account, faults are those
+// injected client side and two fields come before result: ru, the
+// charge the clients saw (Result.Spent), and 429s, the 429 answers they
+// saw, injected ones included. result is "FAILED" when any correctness
+// check failed.
 func (r *Result) Summary() string {
 	rep := r.Report
 	d := rep.QueueDepths
@@ -29,10 +32,14 @@ func (r *Result) Summary() string {
 	if !r.OK() {
 		verdict = "FAILED"
 	}
-	return fmt.Sprintf("chaos: mode=%s n=%d completed=%d wrong=%d stuck=%d duplicate-events=%d duplicate-completions=%d activity-reexecutions=%.1f%% lock-stalls=%d faults=%d splits=%d killed=%d p50=%s p99=%s max=%s result=%s",
+	spent := ""
+	if r.Account != nil {
+		spent = fmt.Sprintf(" ru=%.0f 429s=%d", r.Spent.RequestCharge, r.Spent.Throttled)
+	}
+	return fmt.Sprintf("chaos: mode=%s n=%d completed=%d wrong=%d stuck=%d duplicate-events=%d duplicate-completions=%d activity-reexecutions=%.1f%% lock-stalls=%d faults=%d splits=%d killed=%d p50=%s p99=%s max=%s%s result=%s",
 		r.Campaign.Mode, rep.Expected, rep.Completed, rep.Wrong+rep.Missing, rep.Stuck+d.OrchestratorQueue+d.WorkerQueue+d.TimerQueue,
 		rep.DuplicateEvents, rep.DuplicateCompletions, 100*rep.ReExecutionRate(), len(r.LockStalls), r.Faults,
-		r.Splits, r.Killed, fmtDur(r.percentile(0.50)), fmtDur(r.percentile(0.99)), fmtDur(r.percentile(1)), verdict)
+		r.Splits, r.Killed, fmtDur(r.percentile(0.50)), fmtDur(r.percentile(0.99)), fmtDur(r.percentile(1)), spent, verdict)
 }
 
 // percentile returns the q-quantile of the latencies (0 when none).
@@ -64,7 +71,8 @@ func fmtDur(d time.Duration) string {
 const maxListed = 20
 
 // WriteDetails writes what lies behind the summary: the campaign's
-// events, the faults injected by rule, the provider's lost-answer
+// events, on an account the account and what the campaign spent there,
+// the faults injected by rule, the provider's lost-answer
 // read-backs by outcome, the lock stalls, the client calls that were
 // retried, and every finding with its evidence (the calls and read-back
 // lines of its instance).
@@ -79,7 +87,15 @@ func (r *Result) WriteDetails(w io.Writer) {
 		rules = append(rules, fmt.Sprintf("%s=%d", id, n))
 	}
 	sort.Strings(rules)
-	fmt.Fprintf(w, "  faults: %d of %d requests (%s)\n", r.Faults, r.Requests, strings.Join(rules, " "))
+	side := "server side"
+	if r.Account != nil {
+		side = "client side"
+		fmt.Fprintf(w, "  %s\n", r.Account)
+		fmt.Fprintf(w, "  spent: %.1f RU in %d requests, the injected answers included (estimate %.0f RU, cap %s); 429 answers %d (%d injected), retry-after %v; %.1f RU more in answers the injected drops discarded\n",
+			r.Spent.RequestCharge, r.Spent.Requests, r.EstimateRU, capString(r.Campaign.MaxRU), r.Spent.Throttled, r.FaultsByRule[ruleThrottle],
+			r.Spent.RetryAfter, r.UnseenRU)
+	}
+	fmt.Fprintf(w, "  faults (%s): %d of %d requests (%s)\n", side, r.Faults, r.Requests, strings.Join(rules, " "))
 	fmt.Fprintf(w, "  instances: %d (roots %d); activities scheduled %d, executed %d, re-executed %d, phantom %d; elapsed %s\n",
 		rep.Instances, rep.Expected, rep.ScheduledActivities, rep.ActivityExecutions, rep.ReExecutions, rep.PhantomActivities, fmtDur(r.Elapsed))
 	var kinds []string

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/durafeed/durafeed/chaos"
+	"github.com/durafeed/durafeed/internal/account"
 	"github.com/durafeed/durafeed/provider"
 )
 
@@ -49,7 +51,7 @@ func TestParseFlags(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			o, err := parseFlags(tc.args, &stderr)
+			o, err := parseFlags(tc.args, noEnv, &stderr)
 			if tc.bad {
 				require.Error(t, err)
 				return
@@ -62,6 +64,68 @@ func TestParseFlags(t *testing.T) {
 
 func TestBadFlagsExitTwo(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	require.Equal(t, 2, realMain([]string{"-mode", "fast"}, &stdout, &stderr))
-	require.Equal(t, 0, realMain([]string{"-h"}, &stdout, &stderr))
+	require.Equal(t, 2, realMain([]string{"-mode", "fast"}, noEnv, &stdout, &stderr))
+	require.Equal(t, 0, realMain([]string{"-h"}, noEnv, &stdout, &stderr))
+	require.Equal(t, 2, realMain([]string{"-throughput", "lots"}, accountEnv, &stdout, &stderr))
+}
+
+func noEnv(string) string { return "" }
+
+// accountEnv names an account nobody listens at: a run that reached it
+// would fail.
+func accountEnv(k string) string {
+	return map[string]string{"COSMOS_ENDPOINT": "https://127.0.0.1:1/", "COSMOS_KEY": "a2V5"}[k]
+}
+
+func TestAccountFlags(t *testing.T) {
+	var stderr bytes.Buffer
+	o, err := parseFlags(nil, noEnv, &stderr)
+	require.NoError(t, err)
+	require.Nil(t, o.campaign.Account, "no COSMOS_ENDPOINT: the embedded emulator")
+	caps, err := splitCap(o)
+	require.NoError(t, err)
+	require.Equal(t, []float64{0, 0}, caps, "no cap on the emulator")
+
+	// docs/BENCHMARKING.md's example fits the default cap.
+	o, err = parseFlags([]string{"-n", "200"}, accountEnv, &stderr)
+	require.NoError(t, err)
+	require.NotNil(t, o.campaign.Account)
+	require.Equal(t, "https://127.0.0.1:1/", o.campaign.Account.Endpoint)
+	require.Equal(t, "a2V5", o.campaign.Account.Key)
+	require.False(t, o.campaign.Account.Keep)
+	require.Zero(t, o.campaign.Account.Throughput, "the account package's default")
+	require.Equal(t, float64(defaultMaxRU), o.maxRU)
+	caps, err = splitCap(o)
+	require.NoError(t, err)
+	sum := 0.0
+	for i, m := range o.modes {
+		c := o.campaign
+		c.Mode = m
+		require.GreaterOrEqual(t, caps[i], c.EstimateRU(), "each mode's share covers its estimate")
+		sum += caps[i]
+	}
+	require.InDelta(t, defaultMaxRU, sum, 1e-6, "the shares sum to the cap")
+
+	o, err = parseFlags([]string{"-keep", "-throughput", "manual:400", "-max-ru", "0"}, accountEnv, &stderr)
+	require.NoError(t, err)
+	require.True(t, o.campaign.Account.Keep)
+	require.Equal(t, account.Throughput{Manual: 400}, o.campaign.Account.Throughput)
+	caps, err = splitCap(o)
+	require.NoError(t, err)
+	require.Equal(t, []float64{0, 0}, caps, "-max-ru 0: no cap")
+
+	_, err = parseFlags([]string{"-max-ru", "-1"}, accountEnv, &stderr)
+	require.Error(t, err)
+}
+
+// TestCapRefusesBeforeConnecting: a campaign estimated above the cap is
+// refused before the account (here nobody) is contacted; the default
+// 1000 roots in both modes are above the default cap.
+func TestCapRefusesBeforeConnecting(t *testing.T) {
+	for args, cap := range map[string]string{"-max-ru 1000": "1000", "": "1000000"} {
+		var stdout, stderr bytes.Buffer
+		require.Equal(t, 1, realMain(strings.Fields(args), accountEnv, &stdout, &stderr), args)
+		require.Contains(t, stderr.String(), "above the cap of "+cap+" RU", args)
+		require.Empty(t, stdout.String(), args)
+	}
 }
