@@ -70,7 +70,8 @@ image:
 
 ## fleet: the multi-process test: cmd/cosmosemu and three durafeed-service
 ## processes, 300 orchestrations over HTTP, one service killed, one
-## stopped by SIGTERM and replaced, every history checked.
+## stopped by SIGTERM and replaced, every history checked. With
+## COSMOS_ENDPOINT set it runs on that account instead (docs/BENCHMARKING.md).
 ## Pass flags with FLEET_FLAGS, e.g. make fleet FLEET_FLAGS="-n 600".
 fleet:
 	$(GO) run ./cmd/durafeed-fleet $(FLEET_FLAGS)

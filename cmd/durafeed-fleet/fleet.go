@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,14 +18,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
-
 	"github.com/durafeed/durafeed/bench"
 	"github.com/durafeed/durafeed/cosmosemu"
 	"github.com/durafeed/durafeed/durable/history"
-	"github.com/durafeed/durafeed/provider"
-	"github.com/durafeed/durafeed/store"
 )
 
 // proc is one child process and what its output said.
@@ -180,23 +173,6 @@ func storeEnv(endpoint, cert string) []string {
 		"COSMOS_DATABASE=fleet", "COSMOS_CONTAINER=fleet"}
 }
 
-// openStore opens a polling-mode provider (which dispatches nothing until
-// asked) on the emulator at endpoint, trusting the certificate in
-// certFile, to read the fleet's container back; the caller closes it.
-func openStore(ctx context.Context, endpoint, certFile string) (*provider.Provider, error) {
-	pem, err := os.ReadFile(certFile)
-	if err != nil {
-		return nil, fmt.Errorf("read the emulator's certificate: %w", err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	return provider.New(ctx, provider.Config{Mode: provider.ModePolling, Store: store.Options{Endpoint: endpoint, Key: cosmosemu.WellKnownKey,
-		Database: "fleet", Container: "fleet",
-		ClientOptions: &azcosmos.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: tr}}}}})
-}
-
 // report is what a run measured and found.
 // slow is an orchestration after the kill: when it began, relative to
 // the SIGKILL, and how long it took.
@@ -211,7 +187,11 @@ const afterKillWindow = 10 * time.Second
 
 // report is what one fleet run saw.
 type report struct {
-	Mode         string
+	Mode string
+	// Store names where the services kept their state (target.desc);
+	// OnAccount says it was an account's.
+	Store        string
+	OnAccount    bool
 	Peer         bool
 	RestartAfter time.Duration
 	Restarted    bool
@@ -234,6 +214,10 @@ type report struct {
 	Grace                   time.Duration
 	Killed, Termed, Started string
 	Problems                []string
+	// Costs sums the services' counters from their /metrics, each
+	// process's as last scraped (a stopped service's last second or so
+	// may be missing).
+	Costs costs
 }
 
 // write prints the report.
@@ -242,8 +226,8 @@ func (r *report) write(w io.Writer) {
 	if r.Peer {
 		channel = "peer wake channel on"
 	}
-	fmt.Fprintf(w, "durafeed fleet, %s (%s): cosmosemu and 3 durafeed-service processes, %d orchestrations (Greet, FanOut of 5, Approval by event)\n",
-		r.Mode, channel, r.N)
+	fmt.Fprintf(w, "durafeed fleet, %s (%s): %s and 3 durafeed-service processes, %d orchestrations (Greet, FanOut of 5, Approval by event)\n",
+		r.Mode, channel, r.Store, r.N)
 	fmt.Fprintf(w, "  %s killed (SIGKILL) and started again under its replica id %v later: %v (ready %v after the kill); %s stopped (SIGTERM), %s started in its place\n",
 		r.Killed, r.RestartAfter, r.Restarted, r.RestartReady.Round(time.Millisecond), r.Termed, r.Started)
 	fmt.Fprintf(w, "  completed     %d of %d in %.1fs: %.1f orchestrations/s\n", r.Completed, r.N, r.Elapsed.Seconds(), float64(r.Completed)/r.Elapsed.Seconds())
@@ -266,6 +250,16 @@ func (r *report) write(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  SIGTERM       exited %v after the signal (grace %v), status 0: %v, leases handed over: %s\n", r.TermToExit.Round(time.Millisecond), r.Grace, r.TermExitOK, handed)
 	fmt.Fprintf(w, "  HTTP retries  %d (requests that failed on a stopped service and went to the next)\n", r.Retries)
+	charges := "cosmosemu's charge model"
+	if r.OnAccount {
+		charges = "the account's own charges"
+	}
+	perOrch := 0.0
+	if r.Completed > 0 {
+		perOrch = r.Costs.RU / float64(r.Completed)
+	}
+	fmt.Fprintf(w, "  RU            %.1f per orchestration completed: %.0f RU, %.0f requests, %.0f answered 429 (the services' /metrics: each answer's x-ms-request-charge, %s)\n",
+		perOrch, r.Costs.RU, r.Costs.Requests, r.Costs.Throttled, charges)
 	if len(r.Problems) == 0 {
 		fmt.Fprintln(w, "  checks        every orchestration completed once with its output; every activity and event once")
 		return
@@ -280,14 +274,18 @@ func (r *report) write(w io.Writer) {
 	}
 }
 
-// binaries returns the paths of the emulator and service binaries,
-// building them into dir when c.BinDir is empty.
-func binaries(ctx context.Context, c config, dir string) (emu, svc string, err error) {
-	if c.BinDir != "" {
-		return filepath.Join(c.BinDir, "cosmosemu"), filepath.Join(c.BinDir, "durafeed-service"), nil
+// binaries returns the paths of the emulator and service binaries in
+// binDir, or, when binDir is empty, built into dir (the emulator only
+// when emulator is set: a run on an account does not start one).
+func binaries(ctx context.Context, binDir, dir string, emulator bool) (emu, svc string, err error) {
+	if binDir != "" {
+		return filepath.Join(binDir, "cosmosemu"), filepath.Join(binDir, "durafeed-service"), nil
 	}
 	for _, b := range []struct{ out, pkg string }{{"cosmosemu", "github.com/durafeed/durafeed/cmd/cosmosemu"},
 		{"durafeed-service", "github.com/durafeed/durafeed/cmd/durafeed-service"}} {
+		if b.out == "cosmosemu" && !emulator {
+			continue
+		}
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return "", "", fmt.Errorf("build %s: %w: %s", b.pkg, err, out)
@@ -296,26 +294,33 @@ func binaries(ctx context.Context, c config, dir string) (emu, svc string, err e
 	return filepath.Join(dir, "cosmosemu"), filepath.Join(dir, "durafeed-service"), nil
 }
 
-// run runs the fleet and checks it.
+// run runs the fleet and checks it: on an emulator of its own, or with
+// c.Account on the mode's container of the run's database.
 func run(ctx context.Context, c config) (*report, error) {
 	dir, err := os.MkdirTemp("", "durafeed-fleet-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	emuBin, svcBin, err := binaries(ctx, c, dir)
+	emuBin, svcBin, err := binaries(ctx, c.BinDir, dir, c.Account == nil)
 	if err != nil {
 		return nil, err
 	}
 	ps := newProcSet(ctx)
 	defer ps.stop() // kills what still runs
 
-	cert := filepath.Join(dir, "cosmosemu.pem")
-	emu, err := startEmulator(ctx, ps, emuBin, cert, nil, os.Environ(), c.Log)
-	if err != nil {
-		return nil, err
+	var tgt target
+	if c.Account != nil {
+		tgt = c.Account.target(containerName(c.Mode, ""))
+	} else {
+		cert := filepath.Join(dir, "cosmosemu.pem")
+		emu, err := startEmulator(ctx, ps, emuBin, cert, nil, c.Env, c.Log)
+		if err != nil {
+			return nil, err
+		}
+		tgt = emulatorTarget(emu.address(), cert)
 	}
-	env := append(append(defaultEnv(os.Environ()), storeEnv(emu.address(), cert)...), "DURAFEED_LISTEN=127.0.0.1:0",
+	env := append(append(defaultEnv(c.Env), tgt.env...), "DURAFEED_LISTEN=127.0.0.1:0",
 		"DURAFEED_GRACE="+c.Grace.String(), "DURAFEED_MODE="+c.Mode)
 	if c.Peer {
 		env = append(env, "DURAFEED_PEER_LISTEN=127.0.0.1:0")
@@ -327,19 +332,22 @@ func run(ctx context.Context, c config) (*report, error) {
 		if err != nil {
 			return err
 		}
+		c.Spend.add(c.Mode, p)
 		if err := p.await(ctx, p.ready, "readiness"); err != nil {
 			return err
 		}
 		fl.add(p)
 		return nil
 	}
+	// The services' last counters, whatever the run's end.
+	defer c.Spend.scrapeGroup(context.WithoutCancel(ctx), c.Mode)
 	for i := range 3 {
 		if err := startService(i); err != nil {
 			return nil, err
 		}
 	}
 
-	rep := &report{Mode: c.Mode, Peer: c.Peer, N: c.N, Grace: c.Grace, RestartAfter: c.RestartAfter}
+	rep := &report{Mode: c.Mode, Store: tgt.desc, OnAccount: c.Account != nil, Peer: c.Peer, N: c.N, Grace: c.Grace, RestartAfter: c.RestartAfter}
 	type outcome struct {
 		id, kind   string
 		began, end time.Time
@@ -373,6 +381,7 @@ func run(ctx context.Context, c config) (*report, error) {
 		}
 		killed := fl.remove(0)
 		rep.Killed = killed.name
+		c.Spend.scrape(ctx, killed) // its counters die with it
 		killedAt.Store(time.Now().UnixNano())
 		_ = killed.cmd.Process.Kill()
 		select {
@@ -399,6 +408,7 @@ func run(ctx context.Context, c config) (*report, error) {
 		}
 		termed := fl.remove(0)
 		rep.Termed = termed.name
+		c.Spend.scrape(ctx, termed)
 		at := time.Now()
 		termedAt.Store(at.UnixNano())
 		_ = termed.cmd.Process.Signal(syscall.SIGTERM)
@@ -444,6 +454,8 @@ func run(ctx context.Context, c config) (*report, error) {
 	}
 	wg.Wait()
 	rep.Elapsed = time.Since(began)
+	c.Spend.scrapeGroup(ctx, c.Mode)
+	rep.Costs = c.Spend.services(c.Mode)
 	close(outcomes)
 	kinds := map[string]string{}
 	for o := range outcomes {
@@ -481,7 +493,7 @@ func run(ctx context.Context, c config) (*report, error) {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%s exited %v after SIGTERM (grace %v), cleanly: %v, leases handed over: %v",
 			rep.Termed, rep.TermToExit, c.Grace, rep.TermExitOK, rep.HandedOff))
 	}
-	problems, err := check(ctx, emu.address(), cert, kinds)
+	problems, err := check(ctx, tgt, kinds)
 	if err != nil {
 		return rep, err
 	}
@@ -611,11 +623,11 @@ func drive(ctx context.Context, f *fleet, id, kind string) error {
 	}
 }
 
-// check reads every instance's history back from the emulator and
-// checks it: one execution, started and completed once with the
+// check reads every instance's history back from the services' store t
+// and checks it: one execution, started and completed once with the
 // expected output, each activity completed once, each event once.
-func check(ctx context.Context, endpoint, certFile string, kinds map[string]string) ([]string, error) {
-	p, err := openStore(ctx, endpoint, certFile)
+func check(ctx context.Context, t target, kinds map[string]string) ([]string, error) {
+	p, err := openStore(ctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("open the store to check it: %w", err)
 	}

@@ -54,6 +54,52 @@
 //
 //	make fleet-sweep
 //	go run ./cmd/durafeed-fleet -sweep -sweep-peer -out sweep.json -png sweep.png
+//
+// # On an account
+//
+// When COSMOS_ENDPOINT is set, the fleet (the test and the sweep alike)
+// runs on that Azure Cosmos DB account, or an emulator reached the way an
+// account is, instead of starting cmd/cosmosemu: with COSMOS_KEY it
+// authenticates with the key, without it with Microsoft Entra ID
+// (DefaultAzureCredential; COSMOS_ACCOUNT_ID, the account's Azure
+// Resource Manager id, is then required, as databases and containers
+// are managed through Resource Manager, at COSMOS_ARM_ENDPOINT when
+// set). It creates a throwaway database named durafeed-fleet-<UTC
+// time>-<random> (on a provisioned account with -throughput,
+// autoscale:N or manual:N, default autoscale up to 10000 RU/s, shared
+// by its containers), prints the account (endpoint, authentication,
+// regions, consistency, serverless or the database's throughput), and
+// creates in it a container per mode of the test (fleet-<mode>) or per
+// cell of the sweep (sweep-<mode>-<load>), where each would have had an
+// emulator of its own. The services get COSMOS_ENDPOINT,
+// COSMOS_DATABASE, COSMOS_CONTAINER and COSMOS_KEY with a key; with
+// Entra ID instead the credential's variables of the fleet's own
+// environment (AZURE_*, IDENTITY_*, MSI_*, IMDS_ENDPOINT,
+// COSMOS_ACCOUNT_ID, COSMOS_ARM_ENDPOINT); SSL_CERT_FILE passes to them
+// in every case, and the fleet's own clients trust what it names too.
+// At the end the database is deleted, unless -keep.
+//
+// The request units reported are the services' own counters from their
+// /metrics (durafeed.cosmos.request_units: the x-ms-request-charge of
+// every answer they got), so on an account they are the account's
+// charges; the 429s (durafeed.cosmos.throttles) are printed beside them.
+// The sweep's JSON report records the account (settings.account) in
+// place of the emulator's settings, and what the run spent (spend).
+//
+// A run on an account has a cost cap, -max-ru (default 500000 RU; 0:
+// none; ignored on cmd/cosmosemu). Before anything is created or
+// started, the run's charge is estimated from docs/fleet-sweep's
+// figures, its dearest mode's plus half (about 280 RU per orchestration,
+// a FanOut of 5 counting 2.5, and 66 RU per service and second: the
+// whole -timeout for the test, the cells' planned length for the
+// sweep), and a run estimated above the cap is refused (an error
+// wrapping account.ErrOverCap). While it runs, the services' /metrics
+// are scraped every second and the run is stopped, with an error
+// wrapping account.ErrOverCap, once their charges and the fleet's own
+// clients' pass the cap.
+//
+//	COSMOS_ENDPOINT=https://myaccount.documents.azure.com:443/ COSMOS_KEY=… \
+//	  go run ./cmd/durafeed-fleet -n 60 -max-ru 200000
 package main
 
 import (
@@ -67,13 +113,15 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/durafeed/durafeed/internal/account"
 )
 
 // main runs realMain until SIGINT and exits 1 when it fails.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := realMain(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	if err := realMain(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "durafeed-fleet:", err)
 		}
@@ -82,10 +130,13 @@ func main() {
 }
 
 // realMain parses args and runs the fleet test, or the sweep with
-// -sweep, printing the report to stdout and the processes' errors to
-// stderr; it fails on bad flags, a run that could not finish or a
-// failed check.
-func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// -sweep, on emulators or, when env (the fleet's environment, NAME=value)
+// sets COSMOS_ENDPOINT, on that account (see the package documentation),
+// printing the report to stdout and the processes' errors to stderr; it
+// fails on bad flags, a run estimated or found over -max-ru (an error
+// wrapping account.ErrOverCap), a run that could not finish or a failed
+// check.
+func realMain(ctx context.Context, args, env []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("durafeed-fleet", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c := defaultConfig()
@@ -93,6 +144,9 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&c.InFlight, "inflight", c.InFlight, "orchestrations in flight at once")
 	fs.DurationVar(&c.Grace, "grace", c.Grace, "the services' shutdown grace period")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "bound on the whole run (with -sweep, unless given: -sweep-duration, three of the slowest load's gaps and 7m)")
+	keep := fs.Bool("keep", false, "on an account: keep the run's database at the end")
+	maxRU := fs.Float64("max-ru", defaultMaxRU, "on an account: refuse a run estimated above this many request units, and stop one whose charges pass it (0: no cap)")
+	throughput := fs.String("throughput", "", "on a provisioned account: the run database's shared throughput, autoscale:N or manual:N (default autoscale:10000)")
 	fs.StringVar(&c.BinDir, "bin-dir", "", "directory holding cosmosemu and durafeed-service binaries (empty: build them)")
 	modes := fs.String("modes", "event-driven,polling", "the modes to run the fleet in, one after another (DURAFEED_MODE)")
 	fs.BoolVar(&c.Peer, "peer", false, "turn the peer wake channel on in the services (DURAFEED_PEER_LISTEN=127.0.0.1:0)")
@@ -105,17 +159,31 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&sc.Duration, "sweep-duration", sc.Duration, "sweep: no tick of a cell starts after this (the first 3 excepted)")
 	fs.BoolVar(&sc.Peer, "sweep-peer", false, "sweep: add the mode event-driven+peer (DURAFEED_PEER_LISTEN=127.0.0.1:0), judged against polling too")
 	fs.Uint64Var(&sc.Seed, "sweep-seed", sc.Seed, "sweep: seed of the jittered gaps (the modes of a load see the same gaps)")
-	fs.DurationVar(&sc.Latency, "sweep-latency", sc.Latency, "sweep: latency each emulator injects per request (a round trip in the region)")
+	fs.DurationVar(&sc.Latency, "sweep-latency", sc.Latency, "sweep: latency each emulator injects per request (a round trip in the region; none on an account)")
 	out := fs.String("out", "", "sweep: write the raw report (settings, every sample, summaries, judges) as JSON to this file")
 	png := fs.String("png", "", "sweep: draw p50 (solid) and p99 (dashed) latency in ms against the load, one line per mode, "+
 		"as a PNG with two panels: start→completed left, event→completed right")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	var tp account.Throughput
+	if *throughput != "" {
+		if tp, err = account.ParseThroughput(*throughput); err != nil {
+			return fmt.Errorf("-throughput: %w", err)
+		}
+	}
+	if *maxRU < 0 {
+		return errors.New("-max-ru must not be negative")
+	}
+	ao, onAccount := account.FromEnv(func(name string) string { return lookup(env, name) })
+	var acctOpts *accountFlags
+	if onAccount {
+		acctOpts = &accountFlags{opts: ao, keep: *keep, throughput: tp, maxRU: *maxRU}
+	}
+	c.Env, sc.Env = env, env
 	if *sweep {
 		timeoutSet := false
 		fs.Visit(func(f *flag.Flag) { timeoutSet = timeoutSet || f.Name == "timeout" })
-		var err error
 		if sc.Loads, err = parseLoads(*loads); err != nil {
 			return err
 		}
@@ -125,10 +193,27 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if !timeoutSet {
 			c.Timeout = sc.timeout()
 		}
-		sc.BinDir, sc.Log = c.BinDir, stderr
+		sc.BinDir, sc.Prebuilt, sc.Log = c.BinDir, c.BinDir != "", stderr
+		var est estimate
+		if onAccount {
+			est = estimateSweep(sc)
+			fmt.Fprintf(stdout, "%s; cap %.0f RU\n", est, *maxRU)
+			if err := account.CheckEstimate(est.RU, *maxRU); err != nil {
+				return err
+			}
+		}
 		ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
-		return sweepMain(ctx, sc, *out, *png, stdout)
+		ctx, stopRun := context.WithCancelCause(ctx)
+		defer stopRun(nil)
+		var s *runSetUp
+		if s, err = setUp(ctx, sc.BinDir, acctOpts, env, sc.containers(), stopRun, stdout); err != nil {
+			return err
+		}
+		// err is realMain's result: the database's deletion error joins it.
+		defer func() { err = errors.Join(err, s.close(stdout)) }()
+		sc.BinDir, sc.Account, sc.Spend = s.binDir, s.account, s.spend
+		return overCap(ctx, sweepMain(ctx, sc, *out, *png, stdout, est, *maxRU))
 	}
 	if c.N < 3 || c.InFlight < 1 || c.Grace <= 0 || c.RestartAfter < 0 {
 		return errors.New("-n must be at least 3, -inflight and -grace positive, -restart-after not negative")
@@ -138,8 +223,28 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	c.Log = stderr
+	var est estimate
+	if onAccount {
+		est = estimateFleet(c, len(ms))
+		fmt.Fprintf(stdout, "%s; cap %.0f RU\n", est, *maxRU)
+		if err := account.CheckEstimate(est.RU, *maxRU); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
+	ctx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	s, err := setUp(ctx, c.BinDir, acctOpts, env, containersOf(ms), stopRun, stdout)
+	if err != nil {
+		return err
+	}
+	// err is realMain's result: the database's deletion error joins it.
+	defer func() { err = errors.Join(err, s.close(stdout)) }()
+	c.BinDir, c.Account, c.Spend = s.binDir, s.account, s.spend
+	if s.account != nil {
+		defer func() { s.account.spendReport(est.RU, *maxRU).write(stdout) }()
+	}
 	var reps []*report
 	failed := 0
 	for _, m := range ms {
@@ -152,7 +257,7 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			failed += len(rep.Problems)
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", m, err)
+			return overCap(ctx, fmt.Errorf("%s: %w", m, err))
 		}
 	}
 	writeAfterKill(stdout, reps)
@@ -178,6 +283,14 @@ type config struct {
 	// starts again with its replica id (a platform restarting a crashed
 	// container in place).
 	RestartAfter time.Duration
+	// Env is the fleet's environment, from which the services' is made
+	// (defaultEnv).
+	Env []string
+	// Account, when set, runs the fleet on the mode's container of the
+	// run's database (containerName) instead of an emulator of its own.
+	Account *accountRun
+	// Spend follows the services' charges (required).
+	Spend *spend
 }
 
 func defaultConfig() config {
@@ -205,11 +318,16 @@ func parseModes(s string) ([]string, error) {
 // sweepMain runs the sweep, prints its report to stdout and writes its
 // JSON to out and its picture to png (either "" for none), whatever the
 // sweep's outcome when there is a report; it returns the sweep's error
-// first, else the writes'.
-func sweepMain(ctx context.Context, c sweepConfig, out, png string, stdout io.Writer) error {
+// first, else the writes'. On an account the report carries what the
+// run spent against est and maxRU.
+func sweepMain(ctx context.Context, c sweepConfig, out, png string, stdout io.Writer, est estimate, maxRU float64) error {
 	rep, err := runSweep(ctx, c)
 	if rep == nil {
 		return err
+	}
+	if c.Account != nil {
+		sr := c.Account.spendReport(est.RU, maxRU)
+		rep.Spend = &sr
 	}
 	rep.write(stdout)
 	errs := []error{err}
@@ -220,4 +338,87 @@ func sweepMain(ctx context.Context, c sweepConfig, out, png string, stdout io.Wr
 		errs = append(errs, rep.writePNGFile(png))
 	}
 	return errors.Join(errs...)
+}
+
+// accountFlags are a run's account (FromEnv's options) and the flags
+// that apply to it.
+type accountFlags struct {
+	opts       account.Options
+	keep       bool
+	throughput account.Throughput
+	maxRU      float64
+}
+
+// runSetUp is what a run uses beside its configuration: the binaries
+// and, on an account, the account with its containers. close undoes it.
+type runSetUp struct {
+	binDir  string
+	account *accountRun // nil on emulators
+	spend   *spend
+	built   string // the directory the binaries were built into, if any
+}
+
+// setUp builds the binaries into a temporary directory unless binDir
+// holds them (the emulator's only on emulators), and with a (on an
+// account) opens the account, creates containers and watches the
+// spend against the cap until ctx ends, stopping the run through stop
+// (see startAccount); on emulators the spend has no cap.
+func setUp(ctx context.Context, binDir string, a *accountFlags, env, containers []string, stop context.CancelCauseFunc, w io.Writer) (*runSetUp, error) {
+	s := &runSetUp{binDir: binDir, spend: newSpend(nil, 0, stop)}
+	if binDir == "" {
+		dir, err := os.MkdirTemp("", "durafeed-fleet-bin-")
+		if err != nil {
+			return nil, err
+		}
+		if _, _, err := binaries(ctx, "", dir, a == nil); err != nil {
+			return nil, errors.Join(err, os.RemoveAll(dir))
+		}
+		s.binDir, s.built = dir, dir
+	}
+	if a != nil {
+		ar, err := startAccount(ctx, a.opts, env, a.keep, a.throughput, containers, a.maxRU, stop, w)
+		if err != nil {
+			return nil, errors.Join(err, s.close(w))
+		}
+		s.account, s.spend = ar, ar.spend
+		go s.spend.watch(ctx)
+	}
+	return s, nil
+}
+
+// close deletes the run's database (unless -keep) and the binaries it
+// built.
+func (s *runSetUp) close(w io.Writer) error {
+	var errs []error
+	if s.account != nil {
+		errs = append(errs, s.account.close(w))
+	}
+	if s.built != "" {
+		errs = append(errs, os.RemoveAll(s.built))
+	}
+	return errors.Join(errs...)
+}
+
+// containersOf are the fleet test's containers on an account, one per
+// mode.
+func containersOf(modes []string) []string {
+	cs := make([]string, len(modes))
+	for i, m := range modes {
+		cs[i] = containerName(m, "")
+	}
+	return cs
+}
+
+// overCap returns the cause of ctx's end, which wraps
+// account.ErrOverCap, when the run was stopped at the cap (with err, the
+// run's own error, in its text); else err.
+func overCap(ctx context.Context, err error) error {
+	cause := context.Cause(ctx)
+	switch {
+	case !errors.Is(cause, account.ErrOverCap):
+		return err
+	case err == nil:
+		return cause
+	}
+	return fmt.Errorf("%w (the run's error: %v)", cause, err)
 }

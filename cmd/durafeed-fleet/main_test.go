@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,35 @@ import (
 
 	"github.com/durafeed/durafeed/durable/history"
 )
+
+// The binaries of the tests, built once for the test binary
+// (testBinaries) and removed by TestMain.
+var (
+	binOnce sync.Once
+	binDir  string
+	binErr  error
+)
+
+// testBinaries returns the directory holding the cosmosemu and
+// durafeed-service binaries, building them at the first call.
+func testBinaries(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "durafeed-fleet-test-bin-"); binErr == nil {
+			_, _, binErr = binaries(context.Background(), "", binDir, true)
+		}
+	})
+	require.NoError(t, binErr)
+	return binDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
 // TestFleet runs the multi-process test at a small scale in both modes:
 // the emulator and the services as processes, a service killed and
@@ -25,7 +55,7 @@ func TestFleet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var out, log bytes.Buffer
-	err := realMain(ctx, []string{"-n", "60", "-inflight", "10", "-grace", "15s"}, &out, &log)
+	err := realMain(ctx, []string{"-n", "60", "-inflight", "10", "-grace", "15s", "-bin-dir", testBinaries(t)}, defaultEnv(os.Environ()), &out, &log)
 	t.Log(out.String())
 	require.NoError(t, err, "%s\n%s", out.String(), log.String())
 	for _, mode := range []string{"event-driven", "polling"} {
@@ -74,15 +104,11 @@ func TestSweep(t *testing.T) {
 	defer cancel()
 	out := filepath.Join(t.TempDir(), "sweep.json")
 	var stdout, log bytes.Buffer
-	err := realMain(ctx, []string{"-sweep", "-sweep-loads", "300ms", "-sweep-samples", "3", "-sweep-settle", "0s", "-out", out}, &stdout, &log)
+	err := realMain(ctx, []string{"-sweep", "-sweep-loads", "300ms", "-sweep-samples", "3", "-sweep-settle", "0s", "-out", out, "-bin-dir", testBinaries(t)},
+		defaultEnv(os.Environ()), &stdout, &log)
 	t.Log(stdout.String())
 	require.NoError(t, err, "%s\n%s", stdout.String(), log.String())
-	b, err := os.ReadFile(out)
-	require.NoError(t, err)
-	var rep sweepReport
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	require.NoError(t, dec.Decode(&rep))
+	rep := readSweepReport(t, out)
 	require.Equal(t, []string{modeEventDriven, modePolling}, rep.Settings.Modes)
 	require.Equal(t, []string{"300ms"}, rep.Settings.Loads)
 	require.Len(t, rep.Cells, 2)
@@ -189,7 +215,19 @@ func TestSweepFlags(t *testing.T) {
 		{"-sweep", "-sweep-duration", "0s"},
 	} {
 		var out, log bytes.Buffer
-		require.Error(t, realMain(context.Background(), args, &out, &log), "%v", args)
+		require.Error(t, realMain(context.Background(), args, defaultEnv(os.Environ()), &out, &log), "%v", args)
 		require.Empty(t, out.String(), "%v", args)
 	}
+}
+
+// readSweepReport reads a sweep's JSON report, refusing unknown fields.
+func readSweepReport(t *testing.T, path string) sweepReport {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var rep sweepReport
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&rep))
+	return rep
 }

@@ -31,6 +31,7 @@ import (
 
 	"github.com/durafeed/durafeed/bench"
 	"github.com/durafeed/durafeed/durable/history"
+	"github.com/durafeed/durafeed/internal/account"
 	"github.com/durafeed/durafeed/internal/chart"
 )
 
@@ -56,10 +57,12 @@ const (
 	// waitingStatus is the custom status of an Approval that waits for
 	// its decision (package sample).
 	waitingStatus = "waiting for a decision"
-	// The Prometheus names of store.MetricRequestUnits and
-	// store.MetricRequests as the service's /metrics serves them.
+	// The Prometheus names of store.MetricRequestUnits,
+	// store.MetricRequests and store.MetricThrottles as the service's
+	// /metrics serves them.
 	promRequestUnits = "durafeed_cosmos_request_units_total"
 	promRequests     = "durafeed_cosmos_requests_total"
+	promThrottles    = "durafeed_cosmos_throttles_total"
 	// promSlotsOwned is engine.MetricSlotsOwned as /metrics names it.
 	promSlotsOwned = "durafeed_engine_slots_owned"
 )
@@ -105,10 +108,20 @@ type sweepConfig struct {
 	// -latency), standing for the round trip to an account in the
 	// region (default 2 ms, as the bench's).
 	Latency time.Duration
-	// BinDir holds prebuilt cosmosemu and durafeed-service binaries
-	// (empty: build them once for every cell).
-	BinDir string
-	Log    io.Writer
+	// BinDir holds the cosmosemu and durafeed-service binaries (empty:
+	// build them once for every cell); Prebuilt says they came from
+	// -bin-dir.
+	BinDir   string
+	Prebuilt bool
+	Log      io.Writer
+	// Env is the fleet's environment, from which the services' is made
+	// (defaultEnv).
+	Env []string
+	// Account, when set, runs each cell on a container of the run's
+	// database (containerName) instead of an emulator of its own.
+	Account *accountRun
+	// Spend follows the services' charges (required).
+	Spend *spend
 }
 
 // ticksFor is the number of ticks of a cell of load: Samples when set,
@@ -180,6 +193,8 @@ type sweepReport struct {
 	Settings sweepSettings `json:"settings"`
 	Cells    []sweepCell   `json:"cells"`
 	Judges   []sweepJudge  `json:"judges"`
+	// Spend is what a sweep on an account charged (nil on emulators).
+	Spend *spendReport `json:"spend,omitempty"`
 }
 
 // sweepSettings describe how a sweep ran.
@@ -198,9 +213,15 @@ type sweepSettings struct {
 	JitterLow  float64 `json:"jitter_low"`
 	JitterHigh float64 `json:"jitter_high"`
 	Seed       uint64  `json:"seed"`
-	Emulator   string  `json:"emulator"`
+	// Emulator describes the cells' emulator; Account instead the
+	// account the cells ran on, each on a container of the run's
+	// database.
+	Emulator string        `json:"emulator,omitempty"`
+	Account  *account.Info `json:"account,omitempty"`
+	// Costs says where the request units come from.
+	Costs string `json:"costs"`
 	// LatencyMS is the latency each emulator injects per request.
-	LatencyMS  float64 `json:"latency_ms"`
+	LatencyMS  float64 `json:"latency_ms,omitempty"`
 	GoVersion  string  `json:"go_version"`
 	GOMAXPROCS int     `json:"gomaxprocs"`
 	NumCPU     int     `json:"num_cpu"`
@@ -242,7 +263,9 @@ type sweepCell struct {
 	// waits), as a deployment's clients would cause.
 	RU       float64 `json:"ru"`
 	Requests float64 `json:"requests"`
-	RUPerMin float64 `json:"ru_per_min"`
+	// Throttled is the period's delta of the services' 429 counters.
+	Throttled float64 `json:"throttled"`
+	RUPerMin  float64 `json:"ru_per_min"`
 	// RUPerOrch and RequestsPerOrch divide RU and Requests by Completed.
 	RUPerOrch       float64 `json:"ru_per_orchestration"`
 	RequestsPerOrch float64 `json:"requests_per_orchestration"`
@@ -344,10 +367,17 @@ func runSweep(ctx context.Context, c sweepConfig) (*sweepReport, error) {
 	rep := &sweepReport{Settings: sweepSettings{Samples: c.Samples, DurationS: c.Duration.Seconds(), SettleS: c.Settle.Seconds(),
 		Jitter:    fmt.Sprintf("each gap the mean times a factor drawn uniformly from [%g, %g]", jitterLow, jitterHigh),
 		JitterLow: jitterLow, JitterHigh: jitterHigh, Seed: c.Seed,
-		Emulator:  "cmd/cosmosemu -sim-charges (the bench's simulated request-charge model) -latency " + c.Latency.String(),
-		LatencyMS: msOf(c.Latency),
 		GoVersion: goruntime.Version(), GOMAXPROCS: goruntime.GOMAXPROCS(0), NumCPU: goruntime.NumCPU(),
-		Prebuilt: c.BinDir != "", StartedAt: time.Now().UTC()}}
+		Prebuilt: c.Prebuilt, StartedAt: time.Now().UTC()}}
+	if c.Account != nil {
+		info := c.Account.acct.Info()
+		rep.Settings.Account = &info
+		rep.Settings.Costs = costsOnAccount
+	} else {
+		rep.Settings.Emulator = "cmd/cosmosemu -sim-charges (the bench's simulated request-charge model) -latency " + c.Latency.String()
+		rep.Settings.LatencyMS = msOf(c.Latency)
+		rep.Settings.Costs = costsOnEmulator
+	}
 	rep.Settings.Commit, rep.Settings.Dirty = gitCommit(ctx)
 	for _, l := range c.Loads {
 		rep.Settings.Loads = append(rep.Settings.Loads, l.Name)
@@ -361,7 +391,7 @@ func runSweep(ctx context.Context, c sweepConfig) (*sweepReport, error) {
 		return nil, fmt.Errorf("sweep: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	emuBin, svcBin, err := binaries(ctx, config{BinDir: c.BinDir}, dir)
+	emuBin, svcBin, err := binaries(ctx, c.BinDir, dir, c.Account == nil)
 	if err != nil {
 		return nil, fmt.Errorf("sweep: %w", err)
 	}
@@ -378,6 +408,9 @@ func runSweep(ctx context.Context, c sweepConfig) (*sweepReport, error) {
 			k := i*len(c.Loads) + j
 			cl := cellRun{c: c, mode: m, load: l, seedStream: uint64(j), emuBin: emuBin, svcBin: svcBin,
 				cert: filepath.Join(dir, fmt.Sprintf("cosmosemu-%d.pem", k)), logMu: &logMu}
+			if c.Account != nil {
+				cl.container = containerName(m.Name, l.Name)
+			}
 			wg.Go(func() { rep.Cells[k] = cl.run(ctx) })
 			if l.Gap < busyGap {
 				wg.Wait()
@@ -434,6 +467,19 @@ type cellRun struct {
 	emuBin, svcBin string
 	cert           string      // where the emulator writes its certificate
 	logMu          *sync.Mutex // serialises the cells' writes to c.Log
+	// container is the cell's container on c.Account.
+	container string
+}
+
+// sweepContainers are the containers of a sweep's cells on an account.
+func (c sweepConfig) containers() []string {
+	var cs []string
+	for _, m := range c.modes() {
+		for _, l := range c.Loads {
+			cs = append(cs, containerName(m.Name, l.Name))
+		}
+	}
+	return cs
 }
 
 // sample is one measured orchestration: the client time just before the
@@ -462,13 +508,24 @@ func (r cellRun) run(ctx context.Context) (cell sweepCell) {
 		return cell
 	}
 	ps := newProcSet(ctx)
-	defer ps.stop()
-	log := logWriter{mu: r.logMu, w: r.c.Log, prefix: r.mode.Name + " " + r.load.Name + " "}
-	emu, err := startEmulator(ctx, ps, r.emuBin, r.cert, []string{"-sim-charges", "-latency", r.c.Latency.String()}, os.Environ(), log)
-	if err != nil {
-		return fail(err)
+	group := r.mode.Name + " " + r.load.Name
+	defer func() {
+		// The services' last counters, for the run's spend, before they go.
+		r.c.Spend.scrapeGroup(context.WithoutCancel(ctx), group)
+		ps.stop()
+	}()
+	log := logWriter{mu: r.logMu, w: r.c.Log, prefix: group + " "}
+	var tgt target
+	if r.c.Account != nil {
+		tgt = r.c.Account.target(r.container)
+	} else {
+		emu, err := startEmulator(ctx, ps, r.emuBin, r.cert, []string{"-sim-charges", "-latency", r.c.Latency.String()}, r.c.Env, log)
+		if err != nil {
+			return fail(err)
+		}
+		tgt = emulatorTarget(emu.address(), r.cert)
 	}
-	env := append(append(defaultEnv(os.Environ()), storeEnv(emu.address(), r.cert)...), "DURAFEED_LISTEN=127.0.0.1:0")
+	env := append(append(defaultEnv(r.c.Env), tgt.env...), "DURAFEED_LISTEN=127.0.0.1:0")
 	env = append(env, r.mode.Env...)
 	var svcs [3]string
 	for i := range svcs {
@@ -477,6 +534,7 @@ func (r cellRun) run(ctx context.Context) (cell sweepCell) {
 		if err != nil {
 			return fail(err)
 		}
+		r.c.Spend.add(group, p)
 		if err := p.await(ctx, p.ready, "readiness"); err != nil {
 			return fail(err)
 		}
@@ -519,7 +577,7 @@ func (r cellRun) run(ctx context.Context) (cell sweepCell) {
 	ended := time.Now()
 
 	// The completion times, from the histories.
-	p, err := openStore(ctx, emu.address(), r.cert)
+	p, err := openStore(ctx, tgt)
 	if err != nil {
 		return fail(fmt.Errorf("open the store: %w", err))
 	}
@@ -554,7 +612,7 @@ func (r cellRun) run(ctx context.Context) (cell sweepCell) {
 	cell.Start, cell.Event = summarise(cell.StartMS), summarise(cell.EventMS)
 	cell.Completed = cell.Start.N + cell.Event.N
 	cell.MeasuredS = ended.Sub(began).Seconds()
-	cell.RU, cell.Requests = after.RU-before.RU, after.Requests-before.Requests
+	cell.RU, cell.Requests, cell.Throttled = after.RU-before.RU, after.Requests-before.Requests, after.Throttled-before.Throttled
 	if cell.MeasuredS > 0 {
 		cell.RUPerMin = cell.RU / cell.MeasuredS * 60
 	}
@@ -791,23 +849,43 @@ func (cl *cellClient) awaitEnd(ctx context.Context, i int, id string) error {
 	}
 }
 
-// costs are a service's request counters: request units and requests
-// to Cosmos DB, every operation and status summed.
-type costs struct{ RU, Requests float64 }
+// costs are a service's request counters: request units, requests and
+// 429 answers from Cosmos DB, every operation and status summed. The
+// request units are the sum of the answers' x-ms-request-charge headers
+// (package store's meter): cosmosemu's model on an emulator, the
+// account's own charges on an account.
+type costs struct{ RU, Requests, Throttled float64 }
+
+// add is c + d.
+func (c costs) add(d costs) costs {
+	return costs{RU: c.RU + d.RU, Requests: c.Requests + d.Requests, Throttled: c.Throttled + d.Throttled}
+}
+
+// readCosts reads the counters of the service at addr; a service without
+// a request-unit nor a request counter is refused (a 429 counter without
+// samples is 0).
+func readCosts(ctx context.Context, addr string) (costs, error) {
+	m, err := readMetrics(ctx, addr, promRequestUnits, promRequests, promThrottles)
+	if err != nil {
+		return costs{}, err
+	}
+	if _, ok := m[promRequestUnits]; !ok {
+		if _, ok := m[promRequests]; !ok {
+			return costs{}, fmt.Errorf("metrics of %s: no %s nor %s", addr, promRequestUnits, promRequests)
+		}
+	}
+	return costs{RU: m[promRequestUnits], Requests: m[promRequests], Throttled: m[promThrottles]}, nil
+}
 
 // scrape reads the counters of the three services and sums them.
 func (cl *cellClient) scrape(ctx context.Context) (costs, error) {
 	var sum costs
 	for _, addr := range cl.svcs {
-		m, err := readMetrics(ctx, addr, promRequestUnits, promRequests)
+		c, err := readCosts(ctx, addr)
 		if err != nil {
 			return costs{}, err
 		}
-		if len(m) == 0 {
-			return costs{}, fmt.Errorf("metrics of %s: no %s nor %s", addr, promRequestUnits, promRequests)
-		}
-		sum.RU += m[promRequestUnits]
-		sum.Requests += m[promRequests]
+		sum = sum.add(c)
 	}
 	return sum, nil
 }
@@ -882,17 +960,21 @@ func sumMetrics(r io.Reader, names ...string) (map[string]float64, error) {
 	return sums, nil
 }
 
-// defaultEnv is env without the variables that configure the service or
-// its telemetry (DURAFEED_*, COSMOS_*, AZURE_*, OTEL_*), so that the
-// services run with their defaults whatever the caller's environment.
+// defaultEnv is env without the variables that configure the service,
+// its telemetry or an Entra ID credential (DURAFEED_*, COSMOS_*, OTEL_*,
+// and AZURE_*, IDENTITY_*, MSI_*, IMDS_ENDPOINT: credentialVar), so that
+// the services run with their defaults whatever the caller's
+// environment; the store's variables are added after it (storeEnv on an
+// emulator, accountServiceEnv on an account, which passes the
+// credential's variables on with Entra ID).
 func defaultEnv(env []string) []string {
 	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
-		for _, p := range []string{"DURAFEED_", "COSMOS_", "AZURE_", "OTEL_"} {
+		for _, p := range []string{"DURAFEED_", "COSMOS_", "OTEL_"} {
 			if strings.HasPrefix(kv, p) {
 				return true
 			}
 		}
-		return false
+		return credentialVar(kv)
 	})
 }
 
@@ -923,21 +1005,29 @@ func (r *sweepReport) write(w io.Writer) {
 	if s.Samples > 0 {
 		ticks = fmt.Sprintf("%d ticks per cell", s.Samples)
 	}
-	fmt.Fprintf(w, "durafeed fleet sweep: per cell cosmosemu (%.0f ms injected per request) and 3 durafeed-service processes\n", s.LatencyMS)
+	if s.Account != nil {
+		fmt.Fprintf(w, "durafeed fleet sweep: per cell a container of the run's database and 3 durafeed-service processes on\n  %s\n", s.Account)
+	} else {
+		fmt.Fprintf(w, "durafeed fleet sweep: per cell cosmosemu (%.0f ms injected per request) and 3 durafeed-service processes\n", s.LatencyMS)
+	}
 	fmt.Fprintf(w, "  (service defaults); one load after another, the modes of a load at once (one at a time below a %v gap),\n", busyGap)
 	fmt.Fprintf(w, "  measured after %.0f s of settling\n", s.SettleS)
 	fmt.Fprintf(w, "  %s or %v, at least %d; gaps jittered uniformly in [%g, %g]× the mean; GOMAXPROCS %d, %s\n",
 		ticks, time.Duration(s.DurationS*float64(time.Second)), minTicks, s.JitterLow, s.JitterHigh, s.GOMAXPROCS, s.GoVersion)
 	fmt.Fprintf(w, "  start→completed: a Greet's start POST to its OrchestrationCompleted; event→completed: an Approval's\n")
-	fmt.Fprintf(w, "  decision POST (on another replica) to its OrchestrationCompleted; ms, history timestamps (ms precision)\n\n")
+	fmt.Fprintf(w, "  decision POST (on another replica) to its OrchestrationCompleted; ms, history timestamps (ms precision)\n")
+	if s.Costs != "" {
+		fmt.Fprintf(w, "  RU: %s\n", s.Costs)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tload\tticks\tstart n\tp50\tp99\tmax\tevent n\tp50\tp99\tmax\tRU/min\tRU/orch\treq/orch\tfailed\t")
+	fmt.Fprintln(tw, "mode\tload\tticks\tstart n\tp50\tp99\tmax\tevent n\tp50\tp99\tmax\tRU/min\tRU/orch\treq/orch\t429s\tfailed\t")
 	f1 := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 	for _, c := range r.Cells {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", c.Mode, c.Load, c.Ticks,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%d\t\n", c.Mode, c.Load, c.Ticks,
 			c.Start.N, f1(c.Start.P50MS), f1(c.Start.P99MS), f1(c.Start.MaxMS),
 			c.Event.N, f1(c.Event.P50MS), f1(c.Event.P99MS), f1(c.Event.MaxMS),
-			f1(c.RUPerMin), f1(c.RUPerOrch), f1(c.RequestsPerOrch), len(c.Failures))
+			f1(c.RUPerMin), f1(c.RUPerOrch), f1(c.RequestsPerOrch), c.Throttled, len(c.Failures))
 	}
 	_ = tw.Flush()
 	for _, c := range r.Cells {
@@ -971,7 +1061,16 @@ func (r *sweepReport) write(w io.Writer) {
 		fmt.Fprintf(w, "  %-6s judge %s: p50 %s, p99 %s, RU/orch %s → %s\n", j.Load, j.Mode,
 			verdict(j.P50), verdict(j.P99), verdict(j.RU), verdict(j.Pass))
 	}
+	if r.Spend != nil {
+		r.Spend.write(w)
+	}
 }
+
+// Where the request units come from, for the reports.
+const (
+	costsOnEmulator = "the services' /metrics (durafeed.cosmos.request_units: each answer's x-ms-request-charge), cosmosemu's simulated charge model"
+	costsOnAccount  = "the services' /metrics (durafeed.cosmos.request_units: each answer's x-ms-request-charge), the account's own charges"
+)
 
 // writeJSON writes the report as indented JSON to the file path.
 func (r *sweepReport) writeJSON(path string) error {
