@@ -13,6 +13,7 @@ PEER_WAKE_TESTS ?= ^(TestReplicas|TestWriterRunsItsOwnWrites|TestEagerWriterKill
 ## test: the whole suite, race detector on; then the multi-replica
 ## provider tests again with the peer wake channel on.
 test:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 || [ -n "$$DURAFEED_CHROME" ]; then echo "Chromium found: the dashboard's browser tests run"; else echo "no Chromium: the browser tests will be skipped (apt-get install chromium)"; fi
 	$(GO) test $(TEST_FLAGS) ./...
 	DURAFEED_TEST_PEER_WAKE=1 $(GO) test $(TEST_FLAGS) -run '$(PEER_WAKE_TESTS)' ./provider/
 

@@ -14,12 +14,15 @@ import (
 // managementScenarios check the read side of ProviderAdmin:
 //   - ListInstances lists every instance, newest first; ListInstancesByStatus
 //     lists exactly the instances whose current execution has the status;
+//     ListInstancesFiltered combines the status with a creation-time range
+//     (from inclusive, to exclusive), in the same order;
 //   - ListExecutions lists execution ids ascending (empty for an unknown
 //     instance); LatestExecutionID, ReadHistory and ReadHistoryWithExecutionID
 //     see the current or the named execution only;
 //   - GetInstanceInfo and GetExecutionInfo report what the turns stored
-//     (name, version, status, output, parent, timestamps, event counts) and
-//     fail permanently for an unknown instance or execution;
+//     (name, version, status, output, parent, custom status, timestamps,
+//     event counts) and fail permanently for an unknown instance or
+//     execution;
 //   - GetSystemMetrics counts instances by status, executions and events;
 //     GetQueueDepths counts visible unlocked messages per queue, with delayed
 //     orchestrator messages counted as timers;
@@ -51,6 +54,8 @@ func managementScenarios() []Scenario {
 		{"get_queue_depths_excludes_locked_messages", mgmtQueueDepthsExcludeLocked},
 		{"get_queue_depths_counts_delayed_messages_as_timers", mgmtQueueDepthsTimers},
 		{"admin_reads_from_another_replica", mgmtAnotherReplica},
+		{"list_instances_filtered_by_status_and_creation", mgmtListInstancesFiltered},
+		{"get_instance_info_reports_custom_status", mgmtInstanceInfoCustomStatus},
 	}
 }
 
@@ -624,4 +629,61 @@ func mgmtAnotherReplica(h *H) {
 	require.NoError(h.T, err)
 	mgmtGone(h, h.Admin(), done)
 	require.Equal(h.T, []string{running}, mgmtList(h, h.Admin()))
+}
+
+func mgmtListInstancesFiltered(h *H) {
+	a := h.Admin()
+	ids := []string{h.ID("first"), h.ID("second"), h.ID("third"), h.ID("fourth")}
+	for i, end := range []durable.Status{durable.StatusCompleted, durable.StatusRunning, durable.StatusCompleted, durable.StatusFailed} {
+		if i > 0 {
+			h.Sleep(mgmtTick)
+		}
+		if end == durable.StatusRunning {
+			h.CreateInstance(h.P, ids[i])
+		} else {
+			mgmtInstance(h, h.P, ids[i], "", end)
+		}
+	}
+	created := make([]time.Time, len(ids))
+	for i, id := range ids {
+		created[i] = mgmtExists(h, a, id).CreatedAt
+	}
+	list := func(f durable.ListFilter) []string {
+		h.T.Helper()
+		got, err := a.ListInstancesFiltered(h.Ctx, f)
+		require.NoError(h.T, err)
+		return got
+	}
+	first, second, third, fourth := ids[0], ids[1], ids[2], ids[3]
+	require.Equal(h.T, mgmtList(h, a), list(durable.ListFilter{}), "no criteria: ListInstances")
+	require.Equal(h.T, []string{third, first}, list(durable.ListFilter{Status: durable.StatusCompleted}), "by status, newest first")
+	require.Equal(h.T, []string{fourth, third, second}, list(durable.ListFilter{CreatedFrom: created[1]}), "from is inclusive")
+	require.Equal(h.T, []string{third, second, first}, list(durable.ListFilter{CreatedTo: created[3]}), "to is exclusive")
+	require.Equal(h.T, []string{third, second}, list(durable.ListFilter{CreatedFrom: created[1], CreatedTo: created[3]}))
+	require.Equal(h.T, []string{third}, list(durable.ListFilter{Status: durable.StatusCompleted, CreatedFrom: created[1], CreatedTo: created[3]}),
+		"criteria are ANDed")
+	require.Empty(h.T, list(durable.ListFilter{CreatedFrom: created[3].Add(time.Hour)}))
+	require.Empty(h.T, list(durable.ListFilter{CreatedTo: created[0]}))
+}
+
+func mgmtInstanceInfoCustomStatus(h *H) {
+	a := h.Admin()
+	plain, set := h.ID("plain"), h.ID("set")
+	mgmtInstance(h, h.P, plain, "", durable.StatusRunning)
+	require.Nil(h.T, mgmtExists(h, a, plain).CustomStatus, "never set")
+
+	mgmtAckExecution(h, h.P, mgmtStart(h, h.P, set, ""), 1, "", durable.StatusRunning, history.CustomStatusUpdated{Status: Str("50%")})
+	info := mgmtExists(h, a, set)
+	require.NotNil(h.T, info.CustomStatus)
+	require.Equal(h.T, "50%", *info.CustomStatus, "the turn's custom status")
+
+	// A later turn clears it.
+	h.Enqueue(h.P, durable.ExternalRaised{Instance: set, Name: "go", Data: "{}"})
+	item := mgmtFetch(h, h.P, set)
+	require.NoError(h.T, h.P.AckOrchestrationItem(h.Ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+		HistoryDelta: []history.Event{
+			Event(set, 1, 3, history.ExternalEvent{Name: "go", Data: "{}"}),
+			Event(set, 1, 4, history.CustomStatusUpdated{Status: nil}),
+		}}))
+	require.Nil(h.T, mgmtExists(h, a, set).CustomStatus, "cleared")
 }

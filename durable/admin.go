@@ -17,6 +17,10 @@ type ProviderAdmin interface {
 	// ListInstancesByStatus returns the ids of instances whose current
 	// execution has the status.
 	ListInstancesByStatus(ctx context.Context, status Status) ([]string, error)
+	// ListInstancesFiltered returns the ids of instances matching the
+	// filter, in ListInstances' order. The zero ListFilter lists every
+	// instance.
+	ListInstancesFiltered(ctx context.Context, filter ListFilter) ([]string, error)
 	// ListExecutions returns the instance's execution ids, ascending (empty
 	// for an unknown instance).
 	ListExecutions(ctx context.Context, instance string) ([]uint64, error)
@@ -85,6 +89,35 @@ type InstanceInfo struct {
 	UpdatedAt time.Time
 	// ParentInstanceID is "" for a root instance.
 	ParentInstanceID string
+	// CustomStatus is the instance's custom status (the one
+	// Provider.GetCustomStatus returns); nil when cleared or never set.
+	CustomStatus *string
+}
+
+// ListFilter selects instances for ListInstancesFiltered; criteria are
+// ANDed and zero values select everything.
+type ListFilter struct {
+	// Status restricts to instances whose current execution has it.
+	Status Status
+	// CreatedFrom restricts to instances created at or after it, and
+	// CreatedTo to those created before it (InstanceInfo.CreatedAt, at
+	// the precision the provider keeps it: a bound between two of its
+	// ticks selects as the next tick would).
+	CreatedFrom, CreatedTo time.Time
+}
+
+// Matches reports whether an instance of status created at createdAt
+// passes f: the filter as a provider that keeps exact times applies it.
+func (f ListFilter) Matches(status Status, createdAt time.Time) bool {
+	switch {
+	case f.Status != "" && status != f.Status:
+		return false
+	case !f.CreatedFrom.IsZero() && createdAt.Before(f.CreatedFrom):
+		return false
+	case !f.CreatedTo.IsZero() && !createdAt.Before(f.CreatedTo):
+		return false
+	}
+	return true
 }
 
 // ExecutionInfo describes one execution.

@@ -95,6 +95,21 @@ func (e *Engine) Ownership() []BlockOwner {
 	return out
 }
 
+// Members returns, sorted, the replicas this replica counts live now (its
+// lease store's view of their heartbeats, itself included while its own
+// is healthy); nil while the replica has not joined. It reads nothing.
+func (e *Engine) Members() []string {
+	s := e.sess.Load()
+	if s == nil {
+		return nil
+	}
+	return s.store.Members()
+}
+
+// LeasePartition is the partition key value of the lease, heartbeat and
+// hint documents (Options.Leases.PartitionKeyValue).
+func (e *Engine) LeasePartition() string { return e.leasePartition() }
+
 // ErrClosed is returned by Join after Close.
 var ErrClosed = errors.New("engine: closed")
 
@@ -166,6 +181,29 @@ func (e *Engine) Hinting() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// PendingCounts counts the wakeups waiting in the orchestrator and worker
+// hubs that a fetch may take now (orchDue, workDue) and those due later
+// (timers, lock expiries) in both (diagnostics; a copy of Pending's
+// figures).
+func (e *Engine) PendingCounts() (orchDue, workDue, later int) {
+	orch, work := e.Pending()
+	for _, w := range orch.Pending {
+		if w.Due {
+			orchDue++
+		} else {
+			later++
+		}
+	}
+	for _, w := range work.Pending {
+		if w.Due {
+			workDue++
+		} else {
+			later++
+		}
+	}
+	return orchDue, workDue, later
 }
 
 // Pending returns the wakeups waiting in the orchestrator and worker hubs

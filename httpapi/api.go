@@ -94,6 +94,11 @@ type Options struct {
 	// cancels RoleOperator, deletes and forced requests RoleAdmin).
 	// Default nil: no authentication, every caller may do everything.
 	Authenticator Authenticator
+	// EngineFigures, when set, gives GET /v1/engine what the service
+	// measures of itself (request rates, wake latency, feed lag) beside
+	// the provider's view; it must return at once (the service keeps the
+	// figures; nil: none).
+	EngineFigures func() EngineFigures
 }
 
 // api is the handler's state: the client and the options, read-only.
@@ -136,6 +141,9 @@ func New(c *runtime.Client, o Options) (http.Handler, error) {
 		{"POST /v1/instances", RoleOperator, a.start},
 		{"GET /v1/instances", RoleReader, a.list},
 		{"GET /v1/instances/{id}", RoleReader, a.status},
+		{"GET /v1/instances/{id}/history", RoleReader, a.history},
+		{"GET /v1/engine", RoleReader, a.engine},
+		{"GET /v1/me", anyRole, a.me},
 		{"DELETE /v1/instances/{id}", RoleAdmin, a.remove},
 		{"POST /v1/instances/{id}/events/{name}", RoleOperator, a.raise},
 		{"POST /v1/instances/{id}/cancel", RoleOperator, a.cancel},
@@ -216,7 +224,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		caller, authErr, allowed = authorize(a.o.Authenticator, need, rw, r)
 	}
 	if allowed {
-		a.mux.ServeHTTP(rw, r)
+		a.mux.ServeHTTP(rw, r.WithContext(context.WithValue(r.Context(), callerKey{}, caller)))
 	}
 	span.SetAttributes(attribute.Int("http.response.status_code", rw.status))
 	if rw.status >= 500 {
@@ -294,6 +302,8 @@ type InstanceSummary struct {
 	CreatedAt  time.Time `json:"createdAt"`
 	UpdatedAt  time.Time `json:"updatedAt"`
 	ParentID   string    `json:"parentInstanceId,omitempty"`
+	// CustomStatus is the instance's custom status (absent: none).
+	CustomStatus *string `json:"customStatus,omitempty"`
 }
 
 // DeleteResponse is the answer to a delete.
@@ -637,19 +647,32 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var (
-		ids []string
-		err error
-	)
+	var f durable.ListFilter
 	switch s := durable.Status(q.Get("status")); s {
-	case "":
-		ids, err = admin.ListInstances(r.Context())
-	case durable.StatusRunning, durable.StatusCompleted, durable.StatusFailed, durable.StatusContinuedAsNew:
-		ids, err = admin.ListInstancesByStatus(r.Context(), s)
+	case "", durable.StatusRunning, durable.StatusCompleted, durable.StatusFailed, durable.StatusContinuedAsNew:
+		f.Status = s
 	default:
 		writeError(w, badRequest("invalid_status", "status must be Running, Completed, Failed or ContinuedAsNew"))
 		return
 	}
+	for _, b := range []struct {
+		name string
+		to   *time.Time
+	}{{"createdFrom", &f.CreatedFrom}, {"createdTo", &f.CreatedTo}} {
+		if s := q.Get(b.name); s != "" {
+			t, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				writeError(w, badRequest("invalid_created_range", "%s must be an RFC 3339 time such as 2026-01-02T15:04:05Z", b.name))
+				return
+			}
+			*b.to = t
+		}
+	}
+	if !f.CreatedFrom.IsZero() && !f.CreatedTo.IsZero() && !f.CreatedTo.After(f.CreatedFrom) {
+		writeError(w, badRequest("invalid_created_range", "createdTo must be after createdFrom"))
+		return
+	}
+	ids, err := admin.ListInstancesFiltered(r.Context(), f)
 	if err != nil {
 		writeError(w, providerError(err))
 		return
@@ -676,7 +699,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		}
 		resp.Instances = append(resp.Instances, InstanceSummary{InstanceID: id, Name: info.OrchestrationName,
 			Version: info.OrchestrationVersion, Status: string(info.Status), CreatedAt: info.CreatedAt, UpdatedAt: info.UpdatedAt,
-			ParentID: info.ParentInstanceID})
+			ParentID: info.ParentInstanceID, CustomStatus: info.CustomStatus})
 	}
 	if to < len(ids) {
 		b, _ := json.Marshal(listToken{Offset: to, After: ids[to-1]})

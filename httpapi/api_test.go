@@ -37,6 +37,20 @@ type fixture struct {
 
 func newFixture(t *testing.T, mutate func(*httpapi.Options)) *fixture {
 	t.Helper()
+	return newFixtureOf(t, fixtureOpts{mutate: mutate})
+}
+
+// fixtureOpts extend a fixture: register adds orchestrations and
+// activities, wrap wraps the provider, mutate changes the options.
+type fixtureOpts struct {
+	register func(*runtime.Registry)
+	wrap     func(durable.Provider) durable.Provider
+	mutate   func(*httpapi.Options)
+}
+
+func newFixtureOf(t *testing.T, fo fixtureOpts) *fixture {
+	t.Helper()
+	mutate := fo.mutate
 	reg := runtime.NewRegistry()
 	runtime.RegisterOrchestration(reg, "Echo", func(ctx *runtime.OrchestrationContext, in json.RawMessage) (json.RawMessage, error) {
 		return in, nil
@@ -49,7 +63,13 @@ func newFixture(t *testing.T, mutate func(*httpapi.Options)) *fixture {
 	runtime.RegisterOrchestration(reg, "Fail", func(ctx *runtime.OrchestrationContext, _ json.RawMessage) (json.RawMessage, error) {
 		return nil, errors.New("failed on purpose")
 	})
+	if fo.register != nil {
+		fo.register(reg)
+	}
 	f := &fixture{p: memprovider.NewStore().Open()}
+	if fo.wrap != nil {
+		f.p = fo.wrap(f.p)
+	}
 	f.ready.Store(true)
 	rt := runtime.New(f.p, reg, runtimetest.FastOptions(t))
 	require.NoError(t, rt.Start())

@@ -28,6 +28,14 @@ const (
 	RoleAdmin Role = "Durafeed.Admin"
 )
 
+// anyRole is what a route open to every authenticated caller needs
+// (GET /v1/me): a valid token, whatever its roles.
+const anyRole Role = "*authenticated"
+
+// callerKey is the request context's key of the authenticated caller
+// (a Principal), set once the caller is authorized.
+type callerKey struct{}
+
 // rank orders the roles; 0 for a name that is not one.
 func rank(r Role) int {
 	switch r {
@@ -52,6 +60,10 @@ type Principal struct {
 	// Roles are the caller's app roles (the token's roles claim); names
 	// that are not a Role are ignored.
 	Roles []string
+	// Name is the caller's display name (the token's name claim), if the
+	// Authenticator reads one: shown to the caller by GET /v1/me, never
+	// logged.
+	Name string
 }
 
 // Has reports whether p holds r or a role that includes it.
@@ -101,8 +113,9 @@ func bearerChallenge(code string) string {
 	return `Bearer realm="durafeed", error="` + code + `"`
 }
 
-// authorize checks that the caller of r holds need, before anything else
-// is read or written: with auth nil everyone does. Otherwise it answers
+// authorize checks that the caller of r holds need (any valid token for
+// anyRole), before anything else is read or written: with auth nil
+// everyone does. Otherwise it answers
 // 401 (no bearer token, or an invalid one), 403 (a valid token without
 // the role) or 503 (tokens cannot be verified yet) and reports false.
 // The caller is returned when known, for the request log; authErr is the
@@ -129,7 +142,7 @@ func authorize(auth Authenticator, need Role, w http.ResponseWriter, r *http.Req
 		writeError(w, apiError{status: http.StatusUnauthorized, Code: "unauthenticated",
 			Message: "the bearer token is not valid: " + err.Error()})
 		return Principal{}, err, false
-	case !p.Has(need):
+	case need != anyRole && !p.Has(need):
 		w.Header().Set("WWW-Authenticate", bearerChallenge("insufficient_scope"))
 		writeError(w, apiError{status: http.StatusForbidden, Code: "forbidden",
 			Message: fmt.Sprintf("this request needs the app role %s, or one that includes it; nothing was written", need)})

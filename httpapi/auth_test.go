@@ -31,7 +31,11 @@ func (a *fakeAuth) Authenticate(_ context.Context, token string) (httpapi.Princi
 	case role == "":
 		return httpapi.Principal{}, errors.New("token expired")
 	}
-	return httpapi.Principal{ID: token + "-oid", Roles: []string{role}}, nil
+	p := httpapi.Principal{ID: token + "-oid", Roles: []string{role}}
+	if token == "admin" {
+		p.Name = "Ada Admin"
+	}
+	return p, nil
 }
 
 func bearer(token string) []string { return []string{"Authorization", "Bearer " + token} }

@@ -61,11 +61,16 @@ type (
 		WatchRemote(instance string)
 		UnwatchRemote(instance string)
 	}
-	// inspector reports who owns which slots and the dispatcher's
-	// counters (event-driven).
+	// inspector reports who owns which slots, the members, and the
+	// dispatcher's counters (event-driven).
 	inspector interface {
 		Ownership() []engine.BlockOwner
 		Stats() engine.Stats
+		ReplicaID() string
+		Members() []string
+		LeasePartition() string
+		HeadCount(instance string) int
+		PendingCounts() (orchDue, workDue, later int)
 	}
 )
 
@@ -84,6 +89,7 @@ type Provider struct {
 	d   dispatcher
 
 	watches watches // instance watches (WatchInstance)
+	cluster clusterCache
 }
 
 var (

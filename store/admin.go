@@ -77,6 +77,43 @@ func (p *Store) ListInstancesByStatus(ctx context.Context, status durable.Status
 	return ids(rows), nil
 }
 
+// ListInstancesFiltered implements durable.ProviderAdmin: the list's
+// query with the filter's criteria added, on indexed paths (status,
+// createdAt), so it costs what the unfiltered list does at most. Bounds
+// are rounded up to the millisecond createdAt keeps.
+func (p *Store) ListInstancesFiltered(ctx context.Context, f durable.ListFilter) ([]string, error) {
+	var (
+		where  string
+		params []any
+	)
+	if f.Status != "" {
+		where += " AND c.status = @s"
+		params = append(params, "@s", string(f.Status))
+	}
+	if !f.CreatedFrom.IsZero() {
+		where += " AND c.createdAt >= @from"
+		params = append(params, "@from", ceilMS(f.CreatedFrom))
+	}
+	if !f.CreatedTo.IsZero() {
+		where += " AND c.createdAt < @to"
+		params = append(params, "@to", ceilMS(f.CreatedTo))
+	}
+	rows, err := p.instanceRows(ctx, where, params...)
+	if err != nil {
+		return nil, mapErr("list_instances_filtered", err)
+	}
+	return ids(rows), nil
+}
+
+// ceilMS is t in Unix milliseconds, rounded up.
+func ceilMS(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if time.UnixMilli(ms).Before(t) {
+		ms++
+	}
+	return ms
+}
+
 // ListExecutions implements durable.ProviderAdmin.
 func (p *Store) ListExecutions(ctx context.Context, instance string) ([]uint64, error) {
 	const op = "list_executions"
@@ -142,7 +179,7 @@ func (p *Store) GetInstanceInfo(ctx context.Context, instance string) (durable.I
 	info := durable.InstanceInfo{InstanceID: instance, OrchestrationName: d.OrchestrationName,
 		OrchestrationVersion: d.OrchestrationVersion, CurrentExecutionID: d.CurrentExecutionID,
 		Status: durable.Status(d.Status), CreatedAt: msTime(d.CreatedAt), UpdatedAt: msTime(d.UpdatedAt),
-		ParentInstanceID: d.ParentInstanceID}
+		ParentInstanceID: d.ParentInstanceID, CustomStatus: d.CustomStatus}
 	if info.Status != durable.StatusRunning {
 		info.Output = d.Output
 	}

@@ -35,25 +35,32 @@
 //	                                    _TRACES_/_METRICS_ variants and the exporters' other variables apply)
 //	OTEL_SERVICE_NAME                   the service's name in telemetry (default durafeed-service)
 //
-// Metrics are served in the Prometheus format at /metrics.
+// Metrics are served in the Prometheus format at /metrics, and a web
+// dashboard (package dashboard) at /ui/.
+//
+// GET /v1/engine adds, to the provider's view of dispatch, rates the
+// service computes from its own metrics: a goroutine reads them every 5 s
+// and keeps the last minute (requests, request units and 429s a minute,
+// wake latency p50/p99, feed lag).
 //
 // Authentication: with DURAFEED_AUTH_TENANT_ID (or DURAFEED_AUTH_ISSUER)
 // and DURAFEED_AUTH_AUDIENCE, every request but /healthz and /readyz
 // needs an access token (Authorization: Bearer), verified by package
 // httpauth (issuer, audience, signature by the issuer's published keys,
 // expiry), and its app roles decide what it may do: Durafeed.Reader
-// reads (status, list, /metrics), Durafeed.Operator also starts, raises
-// and cancels, Durafeed.Admin also deletes and forces. Entra ID issues
-// the v2.0 tokens this expects when the API's app registration asks for
-// them (api.requestedAccessTokenVersion 2); otherwise its v1.0 tokens
-// name another issuer and are refused. Without authentication the API is
-// open to whoever reaches it, so the service refuses to start (status 2,
-// naming these variables) on an address beyond loopback, such as the
-// image's :8080, unless DURAFEED_AUTH=none says that is intended (then it
-// logs a warning); by default it listens on 127.0.0.1:8080 then. The
-// issuer's keys load in the background, retried: until they do, the
-// replica runs its orchestrations but is not ready, and the API answers
-// 503.
+// reads (status, list, history, the engine view, /metrics),
+// Durafeed.Operator also starts, raises and cancels, Durafeed.Admin also
+// deletes and forces; any valid token may ask GET /v1/me who it is.
+// Entra ID issues the v2.0 tokens this expects when the API's app
+// registration asks for them (api.requestedAccessTokenVersion 2);
+// otherwise its v1.0 tokens name another issuer and are refused.
+// Without authentication the API is open to whoever reaches it, so the
+// service refuses to start (status 2, naming these variables) on an
+// address beyond loopback, such as the image's :8080, unless
+// DURAFEED_AUTH=none says that is intended (then it logs a warning); by
+// default it listens on 127.0.0.1:8080 then. The issuer's keys load in
+// the background, retried: until they do, the replica runs its
+// orchestrations but is not ready, and the API answers 503.
 //
 // With Entra ID the database and container must exist (data-plane RBAC
 // cannot create them); with a key they are created when missing. The key
@@ -97,6 +104,7 @@ import (
 
 	"github.com/durafeed/durafeed/cmd/durafeed-service/sample"
 	"github.com/durafeed/durafeed/cosmosemu"
+	"github.com/durafeed/durafeed/dashboard"
 	"github.com/durafeed/durafeed/engine"
 	"github.com/durafeed/durafeed/httpapi"
 	"github.com/durafeed/durafeed/httpauth"
@@ -141,6 +149,9 @@ type hooks struct {
 	// holdDrain, when set, keeps the drain going (past DURAFEED_DRAIN)
 	// until it is closed: a test observes the draining service.
 	holdDrain <-chan struct{}
+	// sampleEvery, when set, replaces sampleEvery (GET /v1/engine's
+	// figures).
+	sampleEvery time.Duration
 }
 
 // run serves until ctx ends, then stops within cfg.Grace. getenv gives
@@ -175,6 +186,24 @@ func run(ctx context.Context, cfg config, getenv func(string) string, log *zap.L
 		if !providerClosed {
 			_ = p.Close()
 		}
+	}()
+
+	// The figures of GET /v1/engine: a goroutine samples the service's
+	// own metrics until run returns (before the provider closes).
+	var every time.Duration
+	if h != nil {
+		every = h.sampleEvery
+	}
+	figures := newSampler(tel.own, every, replicaName(cfg))
+	sampleCtx, stopSampling := context.WithCancel(context.Background())
+	sampling := make(chan struct{})
+	go func() {
+		defer close(sampling)
+		figures.run(sampleCtx)
+	}()
+	defer func() {
+		stopSampling()
+		<-sampling
 	}()
 
 	// The API's authentication: the issuer's keys load in the background
@@ -223,13 +252,18 @@ func run(ctx context.Context, cfg config, getenv func(string) string, log *zap.L
 
 	stopping := make(chan struct{})
 	api, err := httpapi.New(rt.Client(), httpapi.Options{Orchestrations: reg, Ready: readyNow, Stopping: stopping,
-		Logger: log.Named("http"), TracerProvider: tel.tracer, Authenticator: authn})
+		Logger: log.Named("http"), TracerProvider: tel.tracer, Authenticator: authn, EngineFigures: figures.figures})
 	if err != nil {
 		return err
 	}
 	routes := http.NewServeMux()
 	routes.Handle("GET /metrics", httpapi.RequireRole(authn, httpapi.RoleReader, tel.metrics))
 	routes.Handle("/", api)
+	// The dashboard's static assets: no role (they hold no data); the page
+	// calls the API above with the caller's bearer token.
+	ui := dashboard.Handler()
+	routes.Handle("GET /ui", ui) // redirects to /ui/
+	routes.Handle("GET /ui/", ui)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
@@ -303,6 +337,16 @@ func run(ctx context.Context, cfg config, getenv func(string) string, log *zap.L
 	}
 	log.Info("stopped", zap.Duration("took", time.Since(began)))
 	return errors.Join(errs...)
+}
+
+// replicaName is this replica's name in GET /v1/engine when the provider
+// names none (polling mode): DURAFEED_REPLICA_ID, else the host name.
+func replicaName(cfg config) string {
+	if cfg.ReplicaID != "" {
+		return cfg.ReplicaID
+	}
+	h, _ := os.Hostname()
+	return h
 }
 
 // storeConfig returns the provider configuration: on Azure Cosmos DB when

@@ -32,7 +32,10 @@ type telemetry struct {
 	tracer  trace.TracerProvider
 	meter   *sdkmetric.MeterProvider
 	metrics http.Handler
-	stop    []func(context.Context) error
+	// own reads the service's own metrics on demand (the sampler behind
+	// GET /v1/engine's figures).
+	own  *sdkmetric.ManualReader
+	stop []func(context.Context) error
 }
 
 // newTelemetry builds the set-up from the environment (getenv).
@@ -42,14 +45,14 @@ func newTelemetry(ctx context.Context, getenv func(string) string) (*telemetry, 
 	if err != nil {
 		return nil, fmt.Errorf("telemetry resource: %w", err)
 	}
-	t := &telemetry{tracer: tracenoop.NewTracerProvider()}
+	t := &telemetry{tracer: tracenoop.NewTracerProvider(), own: sdkmetric.NewManualReader()}
 	reg := prometheus.NewRegistry()
 	prom, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
 		return nil, fmt.Errorf("prometheus exporter: %w", err)
 	}
 	t.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	readers := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(prom)}
+	readers := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(prom), sdkmetric.WithReader(t.own)}
 	if url := otlpURL(getenv, "METRICS", "/v1/metrics"); url != "" {
 		exp, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(url))
 		if err != nil {

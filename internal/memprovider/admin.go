@@ -39,6 +39,22 @@ func (p *handle) ListInstancesByStatus(ctx context.Context, status durable.Statu
 	return out, nil
 }
 
+// ListInstancesFiltered implements durable.ProviderAdmin: newest first.
+func (p *handle) ListInstancesFiltered(ctx context.Context, f durable.ListFilter) ([]string, error) {
+	unlock, err := p.begin(ctx, "list_instances_filtered")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	out := []string{}
+	for _, rec := range p.s.instancesByCreation() {
+		if f.Matches(rec.currentStatus(), rec.createdAt) {
+			out = append(out, rec.id)
+		}
+	}
+	return out, nil
+}
+
 // ListExecutions implements durable.ProviderAdmin.
 func (p *handle) ListExecutions(ctx context.Context, instance string) ([]uint64, error) {
 	const op = "list_executions"
@@ -111,6 +127,7 @@ func (p *handle) GetInstanceInfo(ctx context.Context, instance string) (durable.
 		InstanceID: rec.id, OrchestrationName: rec.name, OrchestrationVersion: rec.version,
 		CurrentExecutionID: rec.currentExec, Status: rec.currentStatus(),
 		CreatedAt: rec.createdAt, UpdatedAt: rec.updatedAt, ParentInstanceID: rec.parent,
+		CustomStatus: cloneStr(rec.customStatus),
 	}
 	if e := rec.execs[rec.currentExec]; e != nil {
 		info.Output = cloneStr(e.output)
