@@ -252,6 +252,17 @@ func TestDashboardOperatorFlow(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#instances-table tr[data-id="ui-greet-1"] .badge[data-state="Completed"]`)))
 	b.screenshot(t, "instances")
 
+	// The creation-time filter reaches the API: created before an hour ago
+	// lists none of the run's instances, created since then lists them.
+	hourAgo := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	b.do(t, "created before an hour ago", chromedp.Navigate(base+"/ui/#/instances?createdTo="+hourAgo))
+	b.ready(t, "instances")
+	require.Equal(t, localMinutes(hourAgo), value(t, b, "the filter's input", chromedp.Value(chromedp.ID("filter-to"))))
+	require.Zero(t, eval[int](t, b, "rows", `document.querySelectorAll('#instances-table tr[data-id]').length`))
+	b.do(t, "created since an hour ago", chromedp.Navigate(base+"/ui/#/instances?createdFrom="+hourAgo))
+	b.ready(t, "instances")
+	b.do(t, "the Approval in the filtered list", chromedp.WaitVisible(chromedp.CSS(row)))
+
 	// The instance: header, timeline with the first turn and the pending wait.
 	b.do(t, "open the Approval", chromedp.Click(chromedp.CSS(row)))
 	b.ready(t, "instance")
@@ -410,4 +421,14 @@ func TestDashboardPhoneWidth(t *testing.T) {
 	b.ready(t, "engine")
 	fits("engine")
 	require.NoError(t, stop())
+}
+
+// localMinutes is an RFC 3339 time as a datetime-local input shows it
+// (this process's local time zone, which the browser it starts shares).
+func localMinutes(rfc3339 string) string {
+	t, err := time.Parse(time.RFC3339, rfc3339)
+	if err != nil {
+		return ""
+	}
+	return t.Local().Format("2006-01-02T15:04")
 }

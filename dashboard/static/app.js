@@ -517,8 +517,18 @@ notFoundView.viewName = 'notfound';
 
 // ---------------------------------------------------------------- instances
 
+// localInput turns an RFC 3339 time into a datetime-local input's value
+// (local time, minutes); '' for none or a bad one.
+function localInput(iso) {
+  const t = iso ? new Date(iso) : null;
+  if (!t || isNaN(t.getTime())) return '';
+  const pad = n => String(n).padStart(2, '0');
+  return t.getFullYear() + '-' + pad(t.getMonth() + 1) + '-' + pad(t.getDate()) + 'T' + pad(t.getHours()) + ':' + pad(t.getMinutes());
+}
+
 function instancesView(ctx, { query }) {
-  const filter = { status: query.get('status') || '', name: query.get('name') || '' };
+  const filter = { status: query.get('status') || '', name: query.get('name') || '',
+    from: query.get('createdFrom') || '', to: query.get('createdTo') || '' };
   const tokens = ['']; // the continuation token of each page seen
   let page = 0;
   let next = '';
@@ -527,9 +537,12 @@ function instancesView(ctx, { query }) {
   const statusSel = h('select', { id: 'filter-status', name: 'status' },
     STATUS_FILTERS.map(([v, label]) => h('option', { value: v, selected: v === filter.status }, label)));
   const nameIn = h('input', { id: 'filter-name', name: 'name', type: 'text', value: filter.name, autocomplete: 'off', placeholder: 'e.g. Approval', 'aria-describedby': 'scan-note' });
-  const filtered = filter.status || filter.name;
+  // Creation time: the inputs show local time, the API takes RFC 3339.
+  const fromIn = h('input', { id: 'filter-from', name: 'createdFrom', type: 'datetime-local', value: localInput(filter.from) });
+  const toIn = h('input', { id: 'filter-to', name: 'createdTo', type: 'datetime-local', value: localInput(filter.to) });
+  const filtered = filter.status || filter.name || filter.from || filter.to;
   const filterForm = h('form', { class: 'filters', 'aria-label': 'Filter the instances' },
-    field('Status', statusSel), field('Name', nameIn),
+    field('Status', statusSel), field('Name', nameIn), field('Created from', fromIn), field('Created before', toIn),
     h('div', { class: 'buttons' }, h('button', { type: 'submit', id: 'filter-apply' }, 'Filter'),
       filtered ? h('a', { href: '#/instances', class: 'button-like' }, 'Clear') : null));
   filterForm.addEventListener('submit', ev => {
@@ -537,6 +550,10 @@ function instancesView(ctx, { query }) {
     const p = new URLSearchParams();
     if (statusSel.value) p.set('status', statusSel.value);
     if (nameIn.value.trim()) p.set('name', nameIn.value.trim());
+    for (const [k, input] of [['createdFrom', fromIn], ['createdTo', toIn]]) {
+      const t = input.value ? new Date(input.value) : null;
+      if (t && !isNaN(t.getTime())) p.set(k, t.toISOString());
+    }
     const target = '#/instances' + (p.toString() ? '?' + p : '');
     if (location.hash === target) route(); else location.hash = target;
   });
@@ -579,6 +596,8 @@ function instancesView(ctx, { query }) {
   async function fetchPage(token, size) {
     const p = new URLSearchParams({ pageSize: String(size) });
     if (filter.status) p.set('status', filter.status);
+    if (filter.from) p.set('createdFrom', filter.from);
+    if (filter.to) p.set('createdTo', filter.to);
     if (token) p.set('continuationToken', token);
     const { data } = await api('GET', 'v1/instances?' + p);
     return {
