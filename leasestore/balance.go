@@ -144,7 +144,7 @@ func (s *Store) round(ctx context.Context) time.Duration {
 //     heartbeat document;
 //  4. when no lease is free or dead, ask the most loaded live owner for a
 //     random lease of its while it holds at least two more than we do
-//     (pending requests counted as done);
+//     (pending requests, ours and other live replicas', counted as done);
 //  5. forget heartbeat documents of replicas dead for LeaseExpiry that no
 //     lease mentions.
 //
@@ -275,12 +275,17 @@ func (s *Store) planLocked(now time.Time) ([]action, time.Duration) {
 			if !v.known || o == s.id || !live[o] {
 				continue
 			}
-			switch v.doc.StealBy {
-			case s.id:
-				model[o]--
-				model[s.id]++
-			case "":
+			switch t := v.doc.StealBy; {
+			case t == "":
 				byOwner[o] = append(byOwner[o], i)
+			case t == s.id || live[t]:
+				// A pending request, ours or another live replica's,
+				// counts as done: a replica that has just handed
+				// leases to a newcomer must not steal from one that
+				// is about to (that would move a lease the newcomer's
+				// requests already rebalance).
+				model[o]--
+				model[t]++
 			}
 		}
 		for {

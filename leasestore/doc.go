@@ -85,9 +85,12 @@
 // each replica acquires free or dead leases, in random order, while it
 // holds fewer than ceil(N/L). When none is left, an under-loaded replica
 // asks the most loaded live owner for a random lease of its (stealBy) while
-// that owner holds at least two more than it does; the owner closes Done of
-// that lease and then hands it over (owner = thief, epoch+1), and the thief
-// claims it (epoch+1 again). The owner refuses a request from a replica that
+// that owner holds at least two more than it does, counting every pending
+// request, its own and other live replicas', as granted (so that an owner
+// that has just handed leases to a newcomer does not steal from one about
+// to hand over the newcomer's others); the owner closes Done of that lease
+// and then hands it over (owner = thief, epoch+1), and the thief claims it
+// (epoch+1 again). The owner refuses a request from a replica that
 // is not live or does not hold at least two leases fewer than it. Because
 // a steal needs the owner's consent, no lease is ever believed held by two
 // replicas; because every move reduces the spread, balancing converges to

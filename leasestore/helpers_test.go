@@ -102,11 +102,16 @@ type env struct {
 	log *eventLog
 }
 
-func newEnv(t testing.TB) *env {
+func newEnv(t testing.TB) *env { return newEnvWith(t) }
+
+// newEnvWith is newEnv with more emulator middleware, outermost first,
+// placed before the recorder.
+func newEnvWith(t testing.TB, mw ...cosmosemu.Middleware) *env {
 	t.Helper()
 	k := knobs.MustNew(knobs.Config{Charges: knobs.DefaultChargeModel()})
 	rec := &recorder{}
-	srv, err := cosmosemu.Start(context.Background(), cosmosemu.Options{Middleware: append([]cosmosemu.Middleware{rec.middleware()}, k.Middleware()...)})
+	chain := append(append(append([]cosmosemu.Middleware(nil), mw...), rec.middleware()), k.Middleware()...)
+	srv, err := cosmosemu.Start(context.Background(), cosmosemu.Options{Middleware: chain})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
 	e := &env{t: t, srv: srv, k: k, rec: rec, log: newEventLog()}

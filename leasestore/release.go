@@ -14,10 +14,13 @@ import (
 )
 
 // Release stops this replica gracefully: it closes Done of every held lease
-// first, marks its heartbeat "leaving" (peers stop counting it at their
-// next change-feed read), hands every lease still naming it to the least
-// loaded live replicas (or frees it when none is live) with
-// compare-and-swap writes, and deletes its heartbeat document. A running
+// first, marks its heartbeat "leaving", hands every lease still naming it
+// to the least loaded live replicas (or frees it when none is live) with
+// compare-and-swap writes, and deletes its heartbeat document. A peer whose
+// change-feed read falls between the mark and the deletion stops counting
+// it then; the feed shows no deletion, so the others stop at their next
+// full re-read (every five heartbeat intervals) or at its expiry, whichever
+// comes first. A running
 // Run returns nil afterwards. Without a running Run, Release still hands
 // off the leases naming this ReplicaID. Calling it again does nothing.
 func (s *Store) Release(ctx context.Context) error {
