@@ -3,6 +3,7 @@ package conformance
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -14,8 +15,9 @@ import (
 // managementScenarios check the read side of ProviderAdmin:
 //   - ListInstances lists every instance, newest first; ListInstancesByStatus
 //     lists exactly the instances whose current execution has the status;
-//     ListInstancesFiltered combines the status with a creation-time range
-//     (from inclusive, to exclusive), in the same order;
+//     ListInstancesFiltered combines the status, a creation-time range
+//     (from inclusive, to exclusive) and the exact orchestration name, in
+//     the same order;
 //   - ListExecutions lists execution ids ascending (empty for an unknown
 //     instance); LatestExecutionID, ReadHistory and ReadHistoryWithExecutionID
 //     see the current or the named execution only;
@@ -54,7 +56,7 @@ func managementScenarios() []Scenario {
 		{"get_queue_depths_excludes_locked_messages", mgmtQueueDepthsExcludeLocked},
 		{"get_queue_depths_counts_delayed_messages_as_timers", mgmtQueueDepthsTimers},
 		{"admin_reads_from_another_replica", mgmtAnotherReplica},
-		{"list_instances_filtered_by_status_and_creation", mgmtListInstancesFiltered},
+		{"list_instances_filtered_by_status_creation_and_name", mgmtListInstancesFiltered},
 		{"get_instance_info_reports_custom_status", mgmtInstanceInfoCustomStatus},
 	}
 }
@@ -92,7 +94,14 @@ func mgmtFetch(h *H, p durable.Provider, instance string) *durable.Orchestration
 // parent when parent is not empty) and returns the locked first item.
 func mgmtStart(h *H, p durable.Provider, instance, parent string) *durable.OrchestrationItem {
 	h.T.Helper()
+	return mgmtStartNamed(h, p, instance, parent, TestOrchestration)
+}
+
+// mgmtStartNamed is mgmtStart for an orchestration of the given name.
+func mgmtStartNamed(h *H, p durable.Provider, instance, parent, name string) *durable.OrchestrationItem {
+	h.T.Helper()
 	start := StartItem(instance)
+	start.Orchestration = name
 	if parent != "" {
 		start.ParentInstance = parent
 		start.ParentID = 2
@@ -110,12 +119,18 @@ func mgmtStart(h *H, p durable.Provider, instance, parent string) *durable.Orche
 // The instance is a sub-orchestration of parent when parent is not empty.
 func mgmtAckExecution(h *H, p durable.Provider, item *durable.OrchestrationItem, exec uint64, parent string, end durable.Status, extra ...history.EventKind) {
 	h.T.Helper()
+	mgmtAckNamed(h, p, item, TestOrchestration, exec, parent, end, extra...)
+}
+
+// mgmtAckNamed is mgmtAckExecution for an orchestration of the given name.
+func mgmtAckNamed(h *H, p durable.Provider, item *durable.OrchestrationItem, name string, exec uint64, parent string, end durable.Status, extra ...history.EventKind) {
+	h.T.Helper()
 	instance := item.Instance
 	input := "{}"
 	if exec > 1 {
 		input = mgmtNextInput(exec - 1)
 	}
-	started := history.OrchestrationStarted{Name: TestOrchestration, Version: TestVersion, Input: input}
+	started := history.OrchestrationStarted{Name: name, Version: TestVersion, Input: input}
 	if parent != "" {
 		started.ParentInstance = parent
 		started.ParentID = 2
@@ -125,7 +140,7 @@ func mgmtAckExecution(h *H, p durable.Provider, item *durable.OrchestrationItem,
 		events = append(events, Event(instance, exec, uint64(len(events))+1, k))
 	}
 	turn := durable.OrchestrationTurn{ExecutionID: exec, Metadata: durable.ExecutionMetadata{
-		Status: end, OrchestrationName: TestOrchestration, OrchestrationVersion: TestVersion, ParentInstanceID: parent}}
+		Status: end, OrchestrationName: name, OrchestrationVersion: TestVersion, ParentInstanceID: parent}}
 	next := uint64(len(events)) + 1
 	switch end {
 	case durable.StatusCompleted:
@@ -140,7 +155,7 @@ func mgmtAckExecution(h *H, p durable.Provider, item *durable.OrchestrationItem,
 		events = append(events, Event(instance, exec, next, history.OrchestrationContinuedAsNew{Input: in, Version: TestVersion}))
 		turn.Metadata.Output = Str(in)
 		turn.OrchestratorItems = []durable.WorkItem{durable.ContinueAsNew{Instance: instance,
-			Orchestration: TestOrchestration, Input: in, Version: TestVersion}}
+			Orchestration: name, Input: in, Version: TestVersion}}
 	case durable.StatusRunning:
 	default:
 		h.T.Fatalf("mgmtAckExecution: unsupported end status %q", end)
@@ -633,20 +648,22 @@ func mgmtAnotherReplica(h *H) {
 
 func mgmtListInstancesFiltered(h *H) {
 	a := h.Admin()
+	// Two orchestration names: TestOrchestration and other, interleaved
+	// in creation order.
+	const other = TestOrchestration + "Other"
 	ids := []string{h.ID("first"), h.ID("second"), h.ID("third"), h.ID("fourth")}
+	names := []string{TestOrchestration, other, other, TestOrchestration}
 	for i, end := range []durable.Status{durable.StatusCompleted, durable.StatusRunning, durable.StatusCompleted, durable.StatusFailed} {
 		if i > 0 {
 			h.Sleep(mgmtTick)
 		}
-		if end == durable.StatusRunning {
-			h.CreateInstance(h.P, ids[i])
-		} else {
-			mgmtInstance(h, h.P, ids[i], "", end)
-		}
+		mgmtAckNamed(h, h.P, mgmtStartNamed(h, h.P, ids[i], "", names[i]), names[i], 1, "", end)
 	}
 	created := make([]time.Time, len(ids))
 	for i, id := range ids {
-		created[i] = mgmtExists(h, a, id).CreatedAt
+		info := mgmtExists(h, a, id)
+		require.Equal(h.T, names[i], info.OrchestrationName)
+		created[i] = info.CreatedAt
 	}
 	list := func(f durable.ListFilter) []string {
 		h.T.Helper()
@@ -664,6 +681,21 @@ func mgmtListInstancesFiltered(h *H) {
 		"criteria are ANDed")
 	require.Empty(h.T, list(durable.ListFilter{CreatedFrom: created[3].Add(time.Hour)}))
 	require.Empty(h.T, list(durable.ListFilter{CreatedTo: created[0]}))
+
+	// By name: exact, and ANDed with the status and the creation range.
+	require.Equal(h.T, []string{fourth, first}, list(durable.ListFilter{Name: TestOrchestration}), "by name, newest first")
+	require.Equal(h.T, []string{third, second}, list(durable.ListFilter{Name: other}))
+	require.Equal(h.T, []string{first}, list(durable.ListFilter{Name: TestOrchestration, Status: durable.StatusCompleted}))
+	require.Equal(h.T, []string{third}, list(durable.ListFilter{Name: other, Status: durable.StatusCompleted}))
+	require.Empty(h.T, list(durable.ListFilter{Name: other, Status: durable.StatusFailed}))
+	require.Equal(h.T, []string{fourth}, list(durable.ListFilter{Name: TestOrchestration, CreatedFrom: created[1]}))
+	require.Equal(h.T, []string{second}, list(durable.ListFilter{Name: other, CreatedTo: created[2]}))
+	require.Equal(h.T, []string{third}, list(durable.ListFilter{Name: other, Status: durable.StatusCompleted, CreatedFrom: created[1], CreatedTo: created[3]}),
+		"all criteria are ANDed")
+	require.Empty(h.T, list(durable.ListFilter{Name: TestOrchestration, CreatedFrom: created[1], CreatedTo: created[3]}))
+	require.Empty(h.T, list(durable.ListFilter{Name: "NoSuchOrch"}), "an unknown name")
+	require.Empty(h.T, list(durable.ListFilter{Name: strings.ToLower(TestOrchestration)}), "names match case-sensitively")
+	require.Empty(h.T, list(durable.ListFilter{Name: TestOrchestration[:4]}), "names match exactly, not by prefix")
 }
 
 func mgmtInstanceInfoCustomStatus(h *H) {

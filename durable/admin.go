@@ -104,12 +104,19 @@ type ListFilter struct {
 	// the precision the provider keeps it: a bound between two of its
 	// ticks selects as the next tick would).
 	CreatedFrom, CreatedTo time.Time
+	// Name restricts to instances whose orchestration name
+	// (InstanceInfo.OrchestrationName) is exactly it: case-sensitive,
+	// byte for byte, no prefix or pattern.
+	Name string
 }
 
-// Matches reports whether an instance of status created at createdAt
-// passes f: the filter as a provider that keeps exact times applies it.
-func (f ListFilter) Matches(status Status, createdAt time.Time) bool {
+// Matches reports whether an instance of the orchestration name, of
+// status and created at createdAt passes f: the filter as a provider
+// that keeps exact times applies it.
+func (f ListFilter) Matches(name string, status Status, createdAt time.Time) bool {
 	switch {
+	case f.Name != "" && name != f.Name:
+		return false
 	case f.Status != "" && status != f.Status:
 		return false
 	case !f.CreatedFrom.IsZero() && createdAt.Before(f.CreatedFrom):

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -195,4 +196,32 @@ func TestInstanceTreeHelpers(t *testing.T) {
 	var pr PruneResult
 	pr.Add(PruneResult{1, 2, 3})
 	require.Equal(t, PruneResult{1, 2, 3}, pr)
+}
+
+// TestListFilterMatches: the criteria are ANDed, zero values select
+// everything, the name is compared exactly and the range is [from, to).
+func TestListFilterMatches(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		name string
+		f    ListFilter
+		want bool
+	}{
+		{"zero filter", ListFilter{}, true},
+		{"name", ListFilter{Name: "Approval"}, true},
+		{"another name", ListFilter{Name: "Greet"}, false},
+		{"name is case-sensitive", ListFilter{Name: "approval"}, false},
+		{"name is not a prefix", ListFilter{Name: "Approv"}, false},
+		{"status", ListFilter{Status: StatusRunning}, true},
+		{"another status", ListFilter{Status: StatusCompleted}, false},
+		{"from is inclusive", ListFilter{CreatedFrom: at}, true},
+		{"after from", ListFilter{CreatedFrom: at.Add(time.Millisecond)}, false},
+		{"to is exclusive", ListFilter{CreatedTo: at}, false},
+		{"before to", ListFilter{CreatedTo: at.Add(time.Millisecond)}, true},
+		{"all", ListFilter{Name: "Approval", Status: StatusRunning, CreatedFrom: at, CreatedTo: at.Add(time.Second)}, true},
+		{"all but the name", ListFilter{Name: "Greet", Status: StatusRunning, CreatedFrom: at, CreatedTo: at.Add(time.Second)}, false},
+	}
+	for _, tc := range tests {
+		require.Equal(t, tc.want, tc.f.Matches("Approval", StatusRunning, at), tc.name)
+	}
 }

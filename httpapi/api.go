@@ -655,6 +655,13 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("invalid_status", "status must be Running, Completed, Failed or ContinuedAsNew"))
 		return
 	}
+	if q.Has("name") {
+		f.Name = q.Get("name")
+		if f.Name == "" || len(f.Name) > MaxNameBytes || !utf8.ValidString(f.Name) {
+			writeError(w, badRequest("invalid_name", "the name filter must be 1 to %d bytes of UTF-8", MaxNameBytes))
+			return
+		}
+	}
 	for _, b := range []struct {
 		name string
 		to   *time.Time

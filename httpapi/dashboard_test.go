@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -389,7 +390,8 @@ func TestEngineView(t *testing.T) {
 }
 
 // TestListFiltersAndCustomStatus: rows carry the custom status; the
-// creation-time filters combine with the status.
+// creation-time and name filters combine with the status; a name filter
+// must be a valid name.
 func TestListFiltersAndCustomStatus(t *testing.T) {
 	t.Parallel()
 	f := newFixtureOf(t, fixtureOpts{register: registerJourney})
@@ -431,6 +433,33 @@ func TestListFiltersAndCustomStatus(t *testing.T) {
 	require.Equal(t, []string{"old"}, ids(rows("?createdTo="+newAt)))
 	require.Empty(t, ids(rows("?status=Completed&createdFrom="+newAt)))
 	require.Equal(t, []string{"new"}, ids(rows("?status=Running&createdFrom=2000-01-01T00:00:00Z&createdTo=2100-01-01T00:00:00Z")))
+
+	// By name: exact, ANDed with the others, paged like any list.
+	require.Equal(t, []string{"old"}, ids(rows("?name=Echo")))
+	require.Equal(t, []string{"new"}, ids(rows("?name=Status")))
+	require.Empty(t, ids(rows("?name=status")), "case-sensitive")
+	require.Empty(t, ids(rows("?name=Stat")), "no prefix match")
+	require.Empty(t, ids(rows("?name=Journey")))
+	require.Empty(t, ids(rows("?name=Status&status=Completed")))
+	require.Equal(t, []string{"new"}, ids(rows("?name=Status&status=Running&createdFrom="+newAt)))
+	require.Empty(t, ids(rows("?name=Echo&createdFrom="+newAt)))
+	require.Equal(t, []string{"old"}, ids(rows("?name=Echo&createdTo="+newAt)))
+	require.Equal(t, http.StatusCreated, f.do(t, "POST", "/v1/instances", `{"name":"Status","instanceId":"newer"}`).status)
+	f.running(t, "newer")
+	a := f.do(t, "GET", "/v1/instances?name=Status&pageSize=1", "")
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	require.Len(t, a.body["instances"], 1)
+	require.Equal(t, "newer", a.body["instances"].([]any)[0].(map[string]any)["instanceId"])
+	tok, _ := a.body["continuationToken"].(string)
+	require.NotEmpty(t, tok, "a second page")
+	require.Equal(t, []string{"new"}, ids(rows("?name=Status&pageSize=1&continuationToken="+tok)))
+
+	require.Empty(t, ids(rows("?name="+strings.Repeat("n", httpapi.MaxNameBytes))), "the longest name is valid")
+	for _, q := range []string{"name=", "status=Running&name=", "name=" + strings.Repeat("n", httpapi.MaxNameBytes+1), "name=%FF"} {
+		a := f.do(t, "GET", "/v1/instances?"+q, "")
+		require.Equal(t, http.StatusBadRequest, a.status, q)
+		require.Equal(t, "invalid_name", a.code(), q)
+	}
 
 	for _, q := range []string{"createdFrom=yesterday", "createdTo=2026-13-01T00:00:00Z", "createdFrom=" + newAt + "&createdTo=" + newAt} {
 		a := f.do(t, "GET", "/v1/instances?"+q, "")

@@ -10,9 +10,10 @@
 //	GET    /v1/instances/{id}[?wait=30s]        status (wait: until it ends, at most MaxWait)
 //	POST   /v1/instances/{id}/events/{name}     raise an event; the body is its JSON data
 //	POST   /v1/instances/{id}/cancel            cancel: {"reason"?}
-//	GET    /v1/instances[?status=&createdFrom=&createdTo=&pageSize=&continuationToken=]
-//	                                            newest first; createdFrom (inclusive) and createdTo
-//	                                            (exclusive) are RFC 3339 times; rows carry customStatus
+//	GET    /v1/instances[?status=&name=&createdFrom=&createdTo=&pageSize=&continuationToken=]
+//	                                            newest first; name is the exact orchestration name;
+//	                                            createdFrom (inclusive) and createdTo (exclusive) are
+//	                                            RFC 3339 times; rows carry customStatus
 //	DELETE /v1/instances/{id}[?force=true]      delete a terminal root instance (force: running too)
 //	GET    /v1/instances/{id}/history[?limit=&executionId=]
 //	                                            events and timeline per execution (HistoryResponse, Spans)
@@ -27,9 +28,10 @@
 // sub-orchestrations, events, continue-as-new and turns). It is bounded:
 // at most limit events (default 1,000, at most 10,000) and as many spans,
 // and MaxHistoryBytes of events; executions are taken newest first, so
-// what is left out is the oldest, and truncated says so. There is no name
-// filter on the list: the store does not index orchestration names, so
-// one would scan every instance document.
+// what is left out is the oldest, and truncated says so. The list's
+// filters (status, name, creation time) are ANDed and passed to the
+// provider (durable.ListFilter; the Cosmos DB store serves them from
+// indexed paths); the name matches exactly (case-sensitive, no pattern).
 //
 // GET /v1/engine answers 501 no_engine_view on a provider that is not a
 // durable.ClusterInspector; the service adds request rates, wake latency
@@ -56,7 +58,8 @@
 // refused request changes nothing:
 //
 //	400 bad_json                malformed JSON, not one value, an unknown field
-//	400 invalid_name            a name that is empty, over 1,024 bytes or not UTF-8
+//	400 invalid_name            a name that is empty, over 1,024 bytes or not UTF-8 (a start's,
+//	                            an event's, or the list's name filter)
 //	400 unknown_orchestration   a name (or version) the registry does not know
 //	400 invalid_instance_id     an id that is empty, over 1,024 bytes, not UTF-8, or holds control characters
 //	400 input_too_large         an input or event payload whose stored size is over MaxInputBytes

@@ -79,8 +79,9 @@ func (p *Store) ListInstancesByStatus(ctx context.Context, status durable.Status
 
 // ListInstancesFiltered implements durable.ProviderAdmin: the list's
 // query with the filter's criteria added, on indexed paths (status,
-// createdAt), so it costs what the unfiltered list does at most. Bounds
-// are rounded up to the millisecond createdAt keeps.
+// createdAt, orchestrationName), so it costs what the unfiltered list
+// does at most. Bounds are rounded up to the millisecond createdAt keeps;
+// the name is compared exactly (case-sensitive).
 func (p *Store) ListInstancesFiltered(ctx context.Context, f durable.ListFilter) ([]string, error) {
 	var (
 		where  string
@@ -89,6 +90,10 @@ func (p *Store) ListInstancesFiltered(ctx context.Context, f durable.ListFilter)
 	if f.Status != "" {
 		where += " AND c.status = @s"
 		params = append(params, "@s", string(f.Status))
+	}
+	if f.Name != "" {
+		where += " AND c.orchestrationName = @name"
+		params = append(params, "@name", f.Name)
 	}
 	if !f.CreatedFrom.IsZero() {
 		where += " AND c.createdAt >= @from"

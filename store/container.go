@@ -18,7 +18,7 @@ func indexingPolicy() *azcosmos.IndexingPolicy {
 		"/lockedUntil/?", "/executionId/?", "/eventId/?", "/status/?", "/sessionId/?", "/ownerId/?",
 		"/parentInstanceId/?", "/createdAt/?", "/customStatusVersion/?", "/tag/?", "/lockToken/?",
 		"/stagedBy/?", "/lockOwner/?", "/deleting/?", "/deletingAt/?", "/publish/*", "/publish/at/?", "/lastActivity/?", "/activityId/?",
-		"/pending/?", "/completedAt/?"}
+		"/pending/?", "/completedAt/?", "/orchestrationName/?"}
 	exc := []string{"/eventData/*", "/workItem/*", "/payload/*", "/output/*", "/customStatus/*", "/*"}
 	p := &azcosmos.IndexingPolicy{IndexingMode: azcosmos.IndexingModeConsistent, Automatic: true}
 	for _, s := range inc {

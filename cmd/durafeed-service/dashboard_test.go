@@ -218,7 +218,8 @@ func startInstance(t *testing.T, base, token, id, body string) {
 
 // TestDashboardOperatorFlow: an operator opens the dashboard with a
 // token in the URL fragment (moved to sessionStorage, gone from the
-// address bar), sees an Approval in the list, opens it, sees its
+// address bar), sees an Approval in the list (filtered by creation time,
+// then by name: the API's filter), opens it, sees its
 // timeline (the first turn; the wait for "decision", bounded by a timer
 // still pending, drawn open-ended), raises the event
 // from the page's dialog (keyboard: Escape closes it, Tab stays in it;
@@ -262,6 +263,26 @@ func TestDashboardOperatorFlow(t *testing.T) {
 	b.do(t, "created since an hour ago", chromedp.Navigate(base+"/ui/#/instances?createdFrom="+hourAgo))
 	b.ready(t, "instances")
 	b.do(t, "the Approval in the filtered list", chromedp.WaitVisible(chromedp.CSS(row)))
+
+	// The name filter reaches the API (the page filters nothing itself):
+	// Approval lists the two Approvals, not the Greet or the FanOut.
+	greet := `#instances-table tr[data-id="ui-greet-1"]`
+	b.do(t, "filter by name", chromedp.WaitVisible(chromedp.CSS(greet)),
+		chromedp.SetValue(chromedp.ID("filter-name"), "Approval"), chromedp.Click(chromedp.ID("filter-apply")),
+		chromedp.WaitNotPresent(chromedp.CSS(greet)))
+	b.ready(t, "instances")
+	b.do(t, "the Approvals by name", chromedp.WaitVisible(chromedp.CSS(row)),
+		chromedp.WaitVisible(chromedp.CSS(`#instances-table tr[data-id="ui-bad-1"]`)))
+	require.Contains(t, value(t, b, "location", chromedp.Location()), "name=Approval")
+	require.Equal(t, []string{"ui-approval-1", "ui-bad-1"}, eval[[]string](t, b, "rows",
+		`[...document.querySelectorAll('#instances-table tr[data-id]')].map(r => r.dataset.id).sort()`))
+	b.mu.Lock()
+	asked := false
+	for _, u := range b.requests {
+		asked = asked || (strings.Contains(u, "/v1/instances?") && strings.Contains(u, "name=Approval"))
+	}
+	b.mu.Unlock()
+	require.True(t, asked, "the page asks the API for the name")
 
 	// The instance: header, timeline with the first turn and the pending wait.
 	b.do(t, "open the Approval", chromedp.Click(chromedp.CSS(row)))

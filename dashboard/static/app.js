@@ -15,7 +15,6 @@
 const TOKEN_KEY = 'durafeed.token';
 const API_ROOT = new URL('../', document.baseURI); // the service's root, whatever prefix serves /ui/
 const PAGE_SIZE = 25;
-const NAME_SCAN_PAGES = 4; // pages of 100 a name filter scans for one page of matches
 const HISTORY_LIMIT = 500;
 const LIST_REFRESH_MS = 5000;
 const INSTANCE_REFRESH_MS = 3000;
@@ -536,7 +535,9 @@ function instancesView(ctx, { query }) {
 
   const statusSel = h('select', { id: 'filter-status', name: 'status' },
     STATUS_FILTERS.map(([v, label]) => h('option', { value: v, selected: v === filter.status }, label)));
-  const nameIn = h('input', { id: 'filter-name', name: 'name', type: 'text', value: filter.name, autocomplete: 'off', placeholder: 'e.g. Approval', 'aria-describedby': 'scan-note' });
+  // The name is matched exactly (case-sensitive) by the API.
+  const nameIn = h('input', { id: 'filter-name', name: 'name', type: 'text', value: filter.name, autocomplete: 'off', spellcheck: 'false',
+    placeholder: 'e.g. Approval', title: 'The exact orchestration name (case-sensitive)' });
   // Creation time: the inputs show local time, the API takes RFC 3339.
   const fromIn = h('input', { id: 'filter-from', name: 'createdFrom', type: 'datetime-local', value: localInput(filter.from) });
   const toIn = h('input', { id: 'filter-to', name: 'createdTo', type: 'datetime-local', value: localInput(filter.to) });
@@ -572,9 +573,8 @@ function instancesView(ctx, { query }) {
   const prev = button('← Previous', () => { if (page > 0) { page--; poll.now(); } }, { id: 'page-prev', disabled: true });
   const nextBtn = button('Next →', () => { if (next) { tokens[page + 1] = next; page++; poll.now(); } }, { id: 'page-next', disabled: true });
   const pageLabel = h('span', { id: 'page-label', class: 'muted' }, 'Page 1');
-  const scanNote = h('p', { class: 'hint', id: 'scan-note' });
 
-  ctx.show(titleRow('Instances', updated), h('div', { class: 'toolbar card' }, filterForm, openForm), errSlot, listSlot, scanNote,
+  ctx.show(titleRow('Instances', updated), h('div', { class: 'toolbar card' }, filterForm, openForm), errSlot, listSlot,
     h('nav', { class: 'pager', 'aria-label': 'Pages' }, prev, pageLabel, nextBtn));
 
   function row(r) {
@@ -592,10 +592,12 @@ function instancesView(ctx, { query }) {
     };
   }
 
-  // fetchPage reads one page of the list from token.
+  // fetchPage reads one page of the list from token; the API applies
+  // every filter.
   async function fetchPage(token, size) {
     const p = new URLSearchParams({ pageSize: String(size) });
     if (filter.status) p.set('status', filter.status);
+    if (filter.name) p.set('name', filter.name);
     if (filter.from) p.set('createdFrom', filter.from);
     if (filter.to) p.set('createdTo', filter.to);
     if (token) p.set('continuationToken', token);
@@ -608,27 +610,9 @@ function instancesView(ctx, { query }) {
 
   async function load() {
     try {
-      let rows;
-      let scanned = 0;
-      if (!filter.name) {
-        const got = await fetchPage(tokens[page], PAGE_SIZE);
-        rows = got.rows;
-        next = got.next;
-      } else {
-        // The API has no name filter (the store does not index names):
-        // the page scans a few pages of the list for matches.
-        const name = filter.name.toLowerCase();
-        rows = [];
-        let token = tokens[page];
-        for (let n = 0; n < NAME_SCAN_PAGES; n++) {
-          const got = await fetchPage(token, 100);
-          scanned += got.rows.length;
-          rows.push(...got.rows.filter(r => String(r.name || '').toLowerCase().includes(name)));
-          token = got.next;
-          if (!token || rows.length >= PAGE_SIZE || !ctx.alive()) break;
-        }
-        next = token;
-      }
+      const got = await fetchPage(tokens[page], PAGE_SIZE);
+      const rows = got.rows;
+      next = got.next;
       if (!ctx.alive()) return;
       errSlot.replaceChildren();
       const key = JSON.stringify([page, next, rows]);
@@ -639,7 +623,6 @@ function instancesView(ctx, { query }) {
       } else {
         refreshTimes(listSlot);
       }
-      scanNote.textContent = filter.name ? 'Names are matched in the browser: ' + scanned + ' instances scanned for this page.' : '';
       updated.replaceChildren('Updated ', timeEl(new Date().toISOString()), ' · every 5 s');
     } catch (e) {
       if (!ctx.alive() || e.status === 401) return;

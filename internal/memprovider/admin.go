@@ -48,7 +48,7 @@ func (p *handle) ListInstancesFiltered(ctx context.Context, f durable.ListFilter
 	defer unlock()
 	out := []string{}
 	for _, rec := range p.s.instancesByCreation() {
-		if f.Matches(rec.currentStatus(), rec.createdAt) {
+		if f.Matches(rec.name, rec.currentStatus(), rec.createdAt) {
 			out = append(out, rec.id)
 		}
 	}

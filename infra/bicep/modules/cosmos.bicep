@@ -197,6 +197,9 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
             {
               path: '/completedAt/?'
             }
+            {
+              path: '/orchestrationName/?'
+            }
           ]
           // Payloads (event data, work items, outputs, custom status) and
           // everything not named above are never indexed.
