@@ -156,4 +156,61 @@
 // activities too, informational), and one event-driven replica at 0 ms
 // at least 28 orchestrations a second (duroxide's published figure for
 // this workload on a SQLite file is 27.95).
+//
+// # Backlog
+//
+// The backlog phase (RunBacklog, -backlog) asks whether a deep backlog
+// costs what a shallow one does. Per depth (default 100 and 100,000) and
+// mode, in a fresh container, a client (a provider that never fetches)
+// enqueues that many starts of the stress workload (a fan-out of 5
+// activities, here sleeping 1 ms so that dispatch sets the pace), 32
+// calls at once, while no replica runs; the enqueue is timed and charged
+// apart. Then Replicas (default 3) replicas open, each a provider and a
+// runtime as in the stress phase, and drain it: the drain runs from the
+// replicas' start (event-driven ones join first: lease acquisition and
+// the catch-up query that reads the backlog of every slot acquired) to
+// the last final turn committed (counted by the ackCounter, so the wait
+// adds no request), and is bounded by MaxDrain (default 60 min). Every
+// request on the container in that window is charged to it, per
+// completed orchestration, against the write floor; orchestrations a
+// second are counted from the runtimes' start (after the join, which
+// weighs on a drain of 100 that lasts a second or two). The store's own
+// count of completed instances is read afterwards.
+//
+// "No fetch scans the backlog" is read from the emulator itself: an
+// innermost middleware (queryScans) reads each document query page's
+// examined documents back from the emulator's own charge (2.79 + 0.05 per
+// document examined, before the charge model replaces it) and follows a
+// query's continuations, so the report has, per operation label, the
+// queries, the documents examined and returned, and the most one query
+// examined. A fetch that scanned the backlog would examine about the
+// depth in one query, and its examined documents per orchestration would
+// grow with the depth. The emulator counts the documents it evaluates in
+// the query's scope (one logical partition, or the container); its
+// secondary indexes are per physical partition, so selecting those
+// candidates walks postings of every instance in the physical partition,
+// work the count does not show and a deep container makes slow
+// (docs/backlog).
+//
+// Memory: the replicas run in the bench process beside the emulator, so
+// the heap the phase reads (runtime.MemStats.HeapInuse and the live heap,
+// every MemoryInterval during the drain) is everything: emulator,
+// replicas, clients and bench. The heap profile's in-use bytes split it:
+// allocations whose stack runs through the emulator's code are the
+// emulator's, the rest the replicas' (with the clients, the bench and the
+// Go runtime's own), themselves split by the durafeed package nearest the
+// allocation. The emulator's memory for the backlog is the live heap's
+// growth over the enqueue, each end read after a garbage collection.
+// cmd/durafeed-bench samples the heap profile every 64 KiB in a backlog
+// run (Go's default is 512 KiB).
+//
+// Its targets, per mode and injected latency, the deepest backlog against
+// the shallowest of the same run, each drained completely: RU per
+// orchestration at most 1.05× (TargetBacklogRURatio), orchestrations a
+// second at least 0.95× (TargetBacklogPaceRatio) and, on the emulator,
+// documents examined per orchestration at most 1.05×
+// (TargetBacklogExaminedRatio). A depth without a result is a NO. Polling
+// may run other depths (PollingDepths): each of its fetches reads every
+// visible queued message of its share, so its drain grows with the square
+// of the depth.
 package bench

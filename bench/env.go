@@ -107,6 +107,9 @@ type Env struct {
 	opts  EnvOptions
 	probe Probe
 	seq   atomic.Int64
+	// scans counts what the embedded emulator's queries examined (nil on
+	// an account).
+	scans *queryScans
 	// stop cancels the Env's work when the RU cap is passed.
 	stop context.CancelFunc
 }
@@ -140,7 +143,11 @@ func StartEnv(ctx context.Context, opts EnvOptions) (*Env, context.Context, erro
 		if err != nil {
 			return nil, nil, err
 		}
-		srv, err := cosmosemu.Start(ctx, cosmosemu.Options{PartitionCount: opts.PartitionCount, Middleware: k.Middleware()})
+		// The query counter goes innermost, under the knobs' charge model,
+		// so that it sees the emulator's own charge (queryScans).
+		e.scans = newQueryScans()
+		srv, err := cosmosemu.Start(ctx, cosmosemu.Options{PartitionCount: opts.PartitionCount,
+			Middleware: append(k.Middleware(), e.scans.middleware())})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -21,6 +21,12 @@ const (
 	// reads and its bare wakes with their feed reads (measured 39 RU, 2,350
 	// RU for the default 60).
 	estimateRUPerProbeSample = 50
+	// estimateRUPerPolledStart is what a polling backlog's orchestration
+	// costs on top of estimateRUPerOrchestration per start queued with
+	// it: each polling fetch reads every visible queued message of its
+	// share (measured 610 RU per orchestration with 100 queued and 2,100
+	// with 1,000, docs/backlog).
+	estimateRUPerPolledStart = 2
 	// estimateRUPerProvider is what opening a provider on a fresh
 	// container costs before any work: metadata, leases, catch-up (measured
 	// at most about 330 RU with a scenario's first requests).
@@ -31,8 +37,11 @@ const (
 // costs in RU, for a cap (Config.MaxRU) checked before anything starts:
 // the probe, each provider a scenario opens, the scenarios' items at
 // estimateRUPerWake, their replicas' minutes at
-// estimateRUPerReplicaMinute, stress orchestrations at
-// estimateRUPerOrchestration, summed over every injected latency.
+// estimateRUPerReplicaMinute, stress orchestrations and the backlog
+// phase's queued ones at estimateRUPerOrchestration, summed over every
+// injected latency; a polling backlog's orchestrations cost
+// estimateRUPerPolledStart more per start queued, since each polling
+// fetch reads the backlog.
 func Estimate(cfg Config) float64 {
 	cfg = cfg.withDefaults()
 	minutes := func(d time.Duration) float64 { return d.Minutes() }
@@ -54,6 +63,18 @@ func Estimate(cfg Config) float64 {
 	if s := cfg.Stress; s != nil {
 		for _, n := range s.Replicas {
 			ru += modes * (float64(s.Orchestrations)*estimateRUPerOrchestration + float64(n+1)*estimateRUPerProvider)
+		}
+	}
+	if b := cfg.Backlog; b != nil {
+		// Each scenario opens its replicas and a client.
+		for _, m := range cfg.Modes {
+			for _, depth := range b.DepthsOf(m) {
+				perOrch := float64(estimateRUPerOrchestration)
+				if m == ModePolling {
+					perOrch += estimateRUPerPolledStart * float64(depth)
+				}
+				ru += float64(depth)*perOrch + float64(b.Replicas+1)*estimateRUPerProvider
+			}
 		}
 	}
 	return ru * float64(len(cfg.Latencies))

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -53,6 +54,24 @@ const (
 	// completes at least this many orchestrations a second (duroxide's
 	// published figure for this workload on a SQLite file: 27.95).
 	TargetStressOrchPerSec = 28
+)
+
+// Backlog targets (issue 33), per mode and injected latency: the deepest
+// backlog of the run against its shallowest, each drained completely.
+const (
+	// TargetBacklogRURatio: RU per orchestration at the deepest depth at
+	// most this many times the shallowest's.
+	TargetBacklogRURatio = 1.05
+	// TargetBacklogPaceRatio: orchestrations a second at the deepest depth
+	// (from the runtimes' start, BacklogResult.DispatchOrchPerSec) at
+	// least this fraction of the shallowest's.
+	TargetBacklogPaceRatio = 0.95
+	// TargetBacklogExaminedRatio: documents the drain's queries examined
+	// per orchestration at the deepest depth at most this many times the
+	// shallowest's (no fetch scans the backlog: a scan's cost per
+	// orchestration grows with the backlog). Checked on the embedded
+	// emulator only, which counts what its queries examine.
+	TargetBacklogExaminedRatio = 1.05
 )
 
 // TargetResult is one target checked against the measurements.
@@ -124,7 +143,8 @@ func (r *Report) asked(m Mode) bool {
 		has(len(r.Idle), func(i int) Mode { return r.Idle[i].Mode }) ||
 		has(len(r.Failover), func(i int) Mode { return r.Failover[i].Mode }) ||
 		has(len(r.Sweep), func(i int) Mode { return r.Sweep[i].Mode }) ||
-		has(len(r.Stress), func(i int) Mode { return r.Stress[i].Mode })
+		has(len(r.Stress), func(i int) Mode { return r.Stress[i].Mode }) ||
+		has(len(r.Backlog), func(i int) Mode { return r.Backlog[i].Mode })
 }
 
 // findLatency returns mode m's result of case c at latency lat (nil and
@@ -154,6 +174,15 @@ func (r *Report) findSweep(lat float64, load string, m Mode) (*SweepResult, stri
 func (r *Report) findStress(lat float64, n int, m Mode) (*StressResult, string) {
 	return find(r.Stress, m, func(s *StressResult) bool { return s.InjectedLatencyMS == lat && s.Replicas == n },
 		func(s *StressResult) Mode { return s.Mode }, func(s *StressResult) bool { return s.Launched > 0 }, "nothing launched")
+}
+
+// findBacklog returns mode m's backlog result of the given depth at
+// latency lat (nil and what is missing when there is none or nothing of
+// it completed).
+func (r *Report) findBacklog(lat float64, depth int, m Mode) (*BacklogResult, string) {
+	return find(r.Backlog, m, func(b *BacklogResult) bool { return b.InjectedLatencyMS == lat && b.Depth == depth },
+		func(b *BacklogResult) Mode { return b.Mode }, func(b *BacklogResult) bool { return b.Completed > 0 },
+		fmt.Sprintf("nothing of %d queued completed", depth))
 }
 
 // findFailover returns mode m's failover result at latency lat (nil and
@@ -259,6 +288,7 @@ func evaluateTargets(r *Report) []TargetResult {
 	}
 	out = append(out, sweepTargets(r)...)
 	out = append(out, stressTargets(r)...)
+	out = append(out, backlogTargets(r)...)
 	for _, env := range r.Environments {
 		lat := env.InjectedLatencyMS
 		if !edAsked || !slices.ContainsFunc(r.Failover, func(f FailoverResult) bool { return f.InjectedLatencyMS == lat }) {
@@ -411,6 +441,106 @@ func stressTargets(r *Report) []TargetResult {
 	return out
 }
 
+// backlogDepths returns mode m's shallowest and deepest backlog in the
+// run: of the configured depths (Settings.Backlog), or in a report
+// without them of its rows; ok is false with fewer than two depths.
+func (r *Report) backlogDepths(m Mode) (shallow, deep int, ok bool) {
+	var depths []int
+	if b := r.Settings.Backlog; b != nil {
+		depths = b.Depths
+		if m == ModePolling && b.PollingDepths != nil {
+			depths = b.PollingDepths
+		}
+	} else {
+		for _, b := range r.Backlog {
+			if b.Mode == m {
+				depths = append(depths, b.Depth)
+			}
+		}
+	}
+	if len(depths) == 0 {
+		return 0, 0, false
+	}
+	shallow, deep = slices.Min(depths), slices.Max(depths)
+	return shallow, deep, shallow < deep
+}
+
+// drained says why a backlog result is not a complete drain ("" when it
+// is one: every instance completed, none failed, within the time limit).
+func drained(b *BacklogResult) string {
+	switch {
+	case b.TimedOut:
+		return fmt.Sprintf("; %s %d: %d of %d completed at the time limit", b.Mode, b.Depth, b.Completed, b.Depth)
+	case b.Completed != b.Depth || b.Failed > 0:
+		return fmt.Sprintf("; %s %d: %d of %d completed, %d failed", b.Mode, b.Depth, b.Completed, b.Depth, b.Failed)
+	}
+	return ""
+}
+
+// backlogTargets checks the backlog phase per injected latency and mode
+// asked: the deepest backlog's RU per orchestration at most
+// TargetBacklogRURatio× the shallowest's, its orchestrations a second at
+// least TargetBacklogPaceRatio× and, on the emulator, the documents its
+// queries examined per orchestration at most TargetBacklogExaminedRatio×;
+// each met only when both drained completely. A depth without a result
+// (or of which nothing completed) is reported unmet.
+func backlogTargets(r *Report) []TargetResult {
+	counted := r.Settings.Backlog == nil || r.Settings.Backlog.QueriesCounted
+	var out []TargetResult
+	for _, env := range r.Environments {
+		lat := env.InjectedLatencyMS
+		for _, m := range Modes {
+			shallow, deep, ok := r.backlogDepths(m)
+			if !ok || !r.asked(m) {
+				continue
+			}
+			lo, loWhy := r.findBacklog(lat, shallow, m)
+			hi, hiWhy := r.findBacklog(lat, deep, m)
+			subject := fmt.Sprintf("backlog %s, %d vs %d queued", m, deep, shallow)
+			why := missing(loWhy, hiWhy)
+			cost := TargetResult{Target: "backlog RU/orch ≤ 1.05× the shallow backlog's", Subject: subject, InjectedLatencyMS: lat,
+				Want: fmt.Sprintf("≤ %.2f×", TargetBacklogRURatio), Got: why}
+			pace := TargetResult{Target: "backlog orch/s ≥ 0.95× the shallow backlog's", Subject: subject, InjectedLatencyMS: lat,
+				Want: fmt.Sprintf("≥ %.2f×", TargetBacklogPaceRatio), Got: why}
+			scan := TargetResult{Target: "backlog: no fetch scans it (documents examined/orch ≤ 1.05× the shallow backlog's)", Subject: subject,
+				InjectedLatencyMS: lat, Want: fmt.Sprintf("≤ %.2f×", TargetBacklogExaminedRatio), Got: why}
+			if why == "" {
+				incomplete := drained(lo) + drained(hi)
+				ratio := hi.RUPerOrch / max(lo.RUPerOrch, 0.001)
+				cost.Want = fmt.Sprintf("≤ %.1f (%.2f× %.1f)", TargetBacklogRURatio*lo.RUPerOrch, TargetBacklogRURatio, lo.RUPerOrch)
+				cost.Got = fmt.Sprintf("%.3f× (%.1f vs %.1f RU/orch)%s", ratio, hi.RUPerOrch, lo.RUPerOrch, incomplete)
+				cost.Met = incomplete == "" && ratio <= TargetBacklogRURatio
+				cost.Note = fmt.Sprintf("without the join: %.1f vs %.1f RU/orch", withoutJoin(hi), withoutJoin(lo))
+				pr := hi.DispatchOrchPerSec / max(lo.DispatchOrchPerSec, 0.001)
+				pace.Want = fmt.Sprintf("≥ %.2f orch/s (%.2f× %.2f)", TargetBacklogPaceRatio*lo.DispatchOrchPerSec, TargetBacklogPaceRatio, lo.DispatchOrchPerSec)
+				pace.Got = fmt.Sprintf("%.3f× (%.2f vs %.2f orch/s)%s", pr, hi.DispatchOrchPerSec, lo.DispatchOrchPerSec, incomplete)
+				pace.Met = incomplete == "" && pr >= TargetBacklogPaceRatio
+				pace.Note = fmt.Sprintf("from the runtimes' start; with the join: %.2f vs %.2f orch/s", hi.OrchPerSec, lo.OrchPerSec)
+				er := hi.ExaminedPerOrch / max(lo.ExaminedPerOrch, 0.001)
+				scan.Want = fmt.Sprintf("≤ %.1f (%.2f× %.1f)", TargetBacklogExaminedRatio*lo.ExaminedPerOrch, TargetBacklogExaminedRatio, lo.ExaminedPerOrch)
+				scan.Got = fmt.Sprintf("%.3f× (%.1f vs %.1f per orch)%s", er, hi.ExaminedPerOrch, lo.ExaminedPerOrch, incomplete)
+				scan.Met = incomplete == "" && er <= TargetBacklogExaminedRatio
+				scan.Note = fmt.Sprintf("largest query examined %d (%s) vs %d (%s)", hi.MaxQueryExamined, hi.MaxQueryLabel,
+					lo.MaxQueryExamined, lo.MaxQueryLabel)
+			}
+			out = append(out, cost, pace)
+			if counted {
+				out = append(out, scan)
+			}
+		}
+	}
+	return out
+}
+
+// withoutJoin is a backlog result's RU per orchestration without what its
+// join cost (lease acquisition and the catch-up).
+func withoutJoin(b *BacklogResult) float64 {
+	if b.Completed == 0 {
+		return 0
+	}
+	return (b.RequestCharge - b.JoinRU) / float64(b.Completed)
+}
+
 // stressFailures says how many instances failed (empty for none).
 func stressFailures(s *StressResult) string {
 	if s.Failed == 0 {
@@ -548,6 +678,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 
+	if len(r.Backlog) > 0 {
+		if err := r.writeBacklogTables(w); err != nil {
+			return err
+		}
+	}
+
 	if len(r.Targets) > 0 {
 		fmt.Fprintf(w, "\nTargets\n")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -609,6 +745,57 @@ func (r *Report) writeStressTables(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%vms\t%d\t%s\t%.1f (%.0f + %.0f)\t%s\n", s.InjectedLatencyMS, s.Replicas, s.Mode,
 			s.WriteFloor.RU, s.WriteFloor.Documents, s.WriteFloor.Messages, strings.Join(parts, ", "))
+	}
+	return tw.Flush()
+}
+
+// writeBacklogTables writes the backlog phase's results and their cost
+// by operation.
+func (r *Report) writeBacklogTables(w io.Writer) error {
+	if b := r.Settings.Backlog; b != nil {
+		fmt.Fprintf(w, "\nBacklog: starts of a fan-out of %d activities sleeping %s enqueued by a client with no replica running (%d at once), then drained by %d replicas (each a runtime with %d orchestration and %d worker dispatchers; polling ones poll every %s);\n",
+			b.TasksPerInstance, b.ActivityDelay, b.EnqueueConcurrency, b.Replicas, b.OrchestrationConcurrency, b.WorkerConcurrency, b.PollInterval)
+	} else {
+		fmt.Fprintf(w, "\nBacklog: starts enqueued with no replica running, then drained;\n")
+	}
+	fmt.Fprintf(w, "drain: the replicas' start (event-driven: their join) → the last completion; orch/s from the runtimes' start (after the join); cost of every request of the container in the drain per completed orchestration (× the write floor);\n")
+	fmt.Fprintf(w, "examined: documents the drain's queries examined on the emulator, per orchestration and the largest one query; heap: the whole bench process (emulator, replicas, clients, bench), peak in use, and the live heap's part not allocated by the emulator (replicas), MB; emulator MB: its heap growth for the enqueued backlog; load: the machine's mean one-minute load average in the drain (this process's CPU cores used)\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "injected\tmode\tdepth\tdone\tenqueue s\tjoin s\tdrain s\torch/s\tRU/orch\tfloor ×\treq/orch\tturns/orch\texamined/orch\tlargest query\theap MB peak\treplicas MB\temulator MB\tload (own cores)\t")
+	for _, b := range r.Backlog {
+		done := fmt.Sprintf("%d", b.Completed)
+		if b.TimedOut {
+			done += " (limit)"
+		}
+		fmt.Fprintf(tw, "%vms\t%s\t%d\t%s\t%.1f\t%.1f\t%.1f\t%.2f\t%.1f\t%.2f\t%.1f\t%.2f\t%.1f\t%d\t%.0f\t%.0f\t%.1f\t%.1f (%.1f)\t\n", b.InjectedLatencyMS, b.Mode, b.Depth, done,
+			b.EnqueueS, b.JoinS, b.DrainS, b.DispatchOrchPerSec, b.RUPerOrch, b.FloorRatio, b.RequestsPerOrch, b.TurnsPerOrch, b.ExaminedPerOrch,
+			b.MaxQueryExamined, b.Memory.HeapInusePeakMB, b.Memory.ReplicasPeakMB, b.EmulatorMB, b.Host.LoadMean, b.Host.ProcessCores)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nBacklog cost by operation per completed orchestration (top 6 by RU: RU / requests); queries: per orchestration, documents examined per orchestration, the largest query's examined documents\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "injected\tmode\tdepth\tfloor RU\toperations\tqueries")
+	for _, b := range r.Backlog {
+		u := make(map[string]OpUsage, len(b.ByOperation))
+		for k, v := range b.ByOperation {
+			u[k] = OpUsage{RequestCharge: v.RU}
+		}
+		var ops []string
+		for i, k := range sortedLabels(u) {
+			if i == 6 {
+				break
+			}
+			ops = append(ops, fmt.Sprintf("%s %.1f / %.2f", k, b.ByOperation[k].RU, b.ByOperation[k].Requests))
+		}
+		var qs []string
+		for _, label := range slices.Sorted(maps.Keys(b.Queries)) {
+			q := b.Queries[label]
+			n := float64(max(b.Completed, 1))
+			qs = append(qs, fmt.Sprintf("%s %.2f, %.1f examined, max %d", label, float64(q.Queries)/n, float64(q.Examined)/n, q.MaxExamined))
+		}
+		fmt.Fprintf(tw, "%vms\t%s\t%d\t%.1f\t%s\t%s\n", b.InjectedLatencyMS, b.Mode, b.Depth, b.WriteFloor.RU, strings.Join(ops, ", "), strings.Join(qs, "; "))
 	}
 	return tw.Flush()
 }

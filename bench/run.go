@@ -79,6 +79,13 @@ type Config struct {
 	// scenario at a time.
 	Stress *StressConfig
 
+	// Backlog runs the backlog phase (RunBacklog: a backlog enqueued with
+	// no replica running, then drained) with this configuration (nil: no
+	// backlog phase; its zero fields take DefaultBacklogConfig's values).
+	// Each of its depths runs in every mode at every injected latency,
+	// one scenario at a time.
+	Backlog *BacklogConfig
+
 	// PeerWake turns the peer wake channel on in event-driven mode
 	// (EnvOptions.PeerWake).
 	PeerWake bool
@@ -203,6 +210,10 @@ func (c Config) withDefaults() Config {
 		s := c.Stress.withDefaults()
 		c.Stress = &s
 	}
+	if c.Backlog != nil {
+		b := c.Backlog.withDefaults()
+		c.Backlog = &b
+	}
 	return c
 }
 
@@ -228,6 +239,7 @@ type Report struct {
 	Failover   []FailoverResult `json:"failover,omitempty"`
 	Sweep      []SweepResult    `json:"sweep,omitempty"`
 	Stress     []StressResult   `json:"stress,omitempty"`
+	Backlog    []BacklogResult  `json:"backlog,omitempty"`
 	Targets    []TargetResult   `json:"targets"`
 	// Errors lists the scenarios that failed.
 	Errors []string `json:"errors,omitempty"`
@@ -271,6 +283,27 @@ type Settings struct {
 	ChargeModel   string `json:"charge_model"`
 	// Stress echoes the stress phase's workload (absent without one).
 	Stress *StressSettings `json:"stress,omitempty"`
+	// Backlog echoes the backlog phase's configuration (absent without
+	// one).
+	Backlog *BacklogSettings `json:"backlog,omitempty"`
+}
+
+// BacklogSettings echoes a BacklogConfig.
+type BacklogSettings struct {
+	Depths                   []int  `json:"depths"`
+	PollingDepths            []int  `json:"polling_depths,omitempty"`
+	Replicas                 int    `json:"replicas"`
+	TasksPerInstance         int    `json:"tasks_per_instance"`
+	ActivityDelay            string `json:"activity_delay"`
+	PollInterval             string `json:"poll_interval"`
+	OrchestrationConcurrency int    `json:"orchestration_concurrency"`
+	WorkerConcurrency        int    `json:"worker_concurrency"`
+	EnqueueConcurrency       int    `json:"enqueue_concurrency"`
+	MaxDrain                 string `json:"max_drain"`
+	MemoryInterval           string `json:"memory_interval"`
+	// QueriesCounted says whether the documents queries examined were
+	// counted (on the embedded emulator; not on an account).
+	QueriesCounted bool `json:"queries_counted"`
 }
 
 // StressSettings echoes a StressConfig.
@@ -314,10 +347,10 @@ type EnvInfo struct {
 }
 
 // Run starts one emulator per latency, runs every latency scenario (phase
-// one), every idle scenario (phase two), the failover phase, the sweep
-// and the stress phase (each when configured), and evaluates the
-// targets. Failed scenarios are listed in Report.Errors and also returned
-// (joined); the report holds everything that did complete.
+// one), every idle scenario (phase two), the failover phase, the sweep,
+// the stress phase and the backlog phase (each when configured), and
+// evaluates the targets. Failed scenarios are listed in Report.Errors and
+// also returned (joined); the report holds everything that did complete.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg = cfg.withDefaults()
 	if cfg.Account != nil && (len(cfg.Latencies) != 1 || cfg.Latencies[0] != 0) {
@@ -366,6 +399,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			MaxDuration: sc.MaxDuration.String(), WaitTimeout: sc.WaitTimeout.String(),
 			OrchestrationConcurrency: sc.OrchestrationConcurrency, WorkerConcurrency: sc.WorkerConcurrency,
 			Client: string(sc.Client)}
+	}
+	if bc := cfg.Backlog; bc != nil {
+		rep.Settings.Backlog = &BacklogSettings{Depths: bc.Depths, PollingDepths: bc.PollingDepths, Replicas: bc.Replicas, TasksPerInstance: bc.TasksPerInstance,
+			ActivityDelay: bc.ActivityDelay.String(), PollInterval: bc.PollInterval.String(),
+			OrchestrationConcurrency: bc.OrchestrationConcurrency, WorkerConcurrency: bc.WorkerConcurrency,
+			EnqueueConcurrency: bc.EnqueueConcurrency, MaxDrain: bc.MaxDrain.String(), MemoryInterval: bc.MemoryInterval.String(),
+			QueriesCounted: cfg.Account == nil}
 	}
 
 	if cfg.Account != nil {
@@ -605,9 +645,53 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		runJobs(1, jobs)
 	}
 
+	// The backlog phase: one scenario at a time (each keeps every CPU
+	// busy, and its heap figures need the process to itself), depths in
+	// order, every mode of a depth one after the other.
+	if bc := cfg.Backlog; bc != nil {
+		for _, e := range envs {
+			var depths []int // every mode's, in order
+			for _, m := range modes {
+				for _, d := range bc.DepthsOf(m) {
+					if !slices.Contains(depths, d) {
+						depths = append(depths, d)
+					}
+				}
+			}
+			slices.Sort(depths)
+			for _, depth := range depths {
+				for _, m := range modes {
+					if !slices.Contains(bc.DepthsOf(m), depth) {
+						continue
+					}
+					what := fmt.Sprintf("backlog %s, %d queued, %d replicas at %v", m, depth, bc.Replicas, e.Latency())
+					progress("%s: enqueueing", what)
+					r, err := e.RunBacklog(ctx, BacklogScenario{Mode: m, Depth: depth, Workload: *bc,
+						Progress: func(line string) { progress("%s", line) }})
+					rep.Backlog = append(rep.Backlog, r)
+					if err != nil {
+						fail(what, err)
+						continue
+					}
+					progress("%s: enqueued in %.1f s (emulator +%.0f MB); drained %d of %d in %.1f s (join %.1f s), %.1f orch/s, %.1f RU and %.0f documents examined per orchestration, heap in use at most %.0f MB (replicas' part %.0f MB)%s",
+						what, r.EnqueueS, r.EmulatorMB, r.Completed, r.Depth, r.DrainS, r.JoinS, r.DispatchOrchPerSec, r.RUPerOrch,
+						r.ExaminedPerOrch, r.Memory.HeapInusePeakMB, r.Memory.ReplicasPeakMB, timedOutText(r.TimedOut))
+				}
+			}
+		}
+	}
+
 	rep.Targets = evaluateTargets(rep)
 	rep.ElapsedS = time.Since(start).Round(100 * time.Millisecond).Seconds()
 	return rep, overCap(errors.Join(errs...))
+}
+
+// timedOutText says that a drain hit its time limit (empty when not).
+func timedOutText(timedOut bool) string {
+	if !timedOut {
+		return ""
+	}
+	return "; stopped at the time limit"
 }
 
 // envName names where the run's scenarios run, for progress lines.

@@ -309,6 +309,10 @@ type ackCounter struct {
 	durable.Provider
 	turns, activities      atomic.Int64
 	turnErrs, activityErrs atomic.Int64
+	// terminal, when set, is called after each committed turn that ends
+	// its execution (durable.Status.IsTerminal), with that status: the
+	// backlog phase counts completions without asking the store.
+	terminal func(durable.Status)
 }
 
 // PollInterval returns the wrapped provider's poll interval, or 0 (the
@@ -327,6 +331,9 @@ func (c *ackCounter) AckOrchestrationItem(ctx context.Context, lockToken string,
 	err := c.Provider.AckOrchestrationItem(ctx, lockToken, turn)
 	if err == nil {
 		c.turns.Add(1)
+		if st := turn.Metadata.Status; c.terminal != nil && st.IsTerminal() {
+			c.terminal(st)
+		}
 	} else {
 		c.turnErrs.Add(1)
 	}
@@ -439,7 +446,7 @@ func (e *Env) RunStress(ctx context.Context, s StressScenario) (res StressResult
 	// as a service does before it reports ready (engine.Engine.Join):
 	// the table is the steady state, not the replicas' start.
 	joined := time.Now()
-	if err := joinAll(ctx, top.providers); err != nil {
+	if err := joinAll(ctx, top.providers, joinTimeout); err != nil {
 		return res, err
 	}
 	res.JoinS = round2(time.Since(joined).Seconds())
@@ -491,10 +498,13 @@ const joinTimeout = time.Minute
 
 // joinAll has every event-driven replica join dispatch at once and waits
 // until each holds its share of the leases (a polling provider has
-// nothing to join).
-func joinAll(ctx context.Context, ps []*provider.Provider) error {
-	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
-	defer cancel()
+// nothing to join), for at most timeout (none when not positive).
+func joinAll(ctx context.Context, ps []*provider.Provider, timeout time.Duration) error {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	errs := make([]error, len(ps))
 	var wg sync.WaitGroup
 	for i, p := range ps {
@@ -633,11 +643,17 @@ func (r *StressResult) summarize(outcomes []stressOutcome, counters []*ackCounte
 		r.TurnsPerOrch = round2(float64(r.Turns) / n)
 		r.RequestsPerOrch = round2(float64(u.Requests) / n)
 		r.RUPerOrch = round2(u.RequestCharge / n)
-		r.ByOperation = make(map[string]OpPerOrch, len(u.ByOperation))
-		for op, o := range u.ByOperation {
-			r.ByOperation[op] = OpPerOrch{Requests: round2(float64(o.Requests) / n), RU: round2(o.RequestCharge / n)}
-		}
+		r.ByOperation = perOrch(u, r.Completed)
 	}
+}
+
+// perOrch splits u by operation per orchestration (n of them, positive).
+func perOrch(u Usage, n int) map[string]OpPerOrch {
+	out := make(map[string]OpPerOrch, len(u.ByOperation))
+	for op, o := range u.ByOperation {
+		out[op] = OpPerOrch{Requests: round2(float64(o.Requests) / float64(n)), RU: round2(o.RequestCharge / float64(n))}
+	}
+	return out
 }
 
 // share is part / total as a fraction rounded to 1e-4 (0 for no total).

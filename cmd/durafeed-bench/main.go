@@ -6,11 +6,18 @@
 // With -stress it runs only the stress phase instead: duroxide's
 // parallel_orchestrations workload on the runtime (throughput, latency,
 // turns and cost per orchestration, the replicas' shares of the work),
-// polling every 100 ms as duroxide's stress configuration does.
+// polling every 100 ms as duroxide's stress configuration does. With
+// -backlog it runs only the backlog phase: 100 and 100,000 queued starts
+// (-backlog-depths) of the same workload, enqueued with no replica
+// running and then drained by 3 replicas (-backlog-replicas), in both
+// modes, at 0 ms injected unless -latencies says otherwise: the drain's
+// pace, cost per orchestration, documents its queries examined and the
+// process's heap, the deepest backlog against the shallowest.
 //
 //	go run ./cmd/durafeed-bench                       # everything, defaults
 //	go run ./cmd/durafeed-bench -modes polling -latencies 2ms -samples 20
 //	go run ./cmd/durafeed-bench -stress -stress-orchestrations 200 -latencies 0
+//	go run ./cmd/durafeed-bench -backlog -backlog-depths 100,10000
 //
 // With COSMOS_ENDPOINT set it runs on that account instead (COSMOS_KEY, or
 // Microsoft Entra ID through DefaultAzureCredential with COSMOS_ACCOUNT_ID
@@ -36,6 +43,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	goruntime "runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -69,6 +77,12 @@ type options struct {
 // defaultMaxRU is the cap on an account when -max-ru is not given.
 const defaultMaxRU = 1_000_000
 
+// backlogMemProfileRate is the heap profile's sampling rate in a backlog
+// run (bytes between samples; Go's default is 512 KiB): eight times the
+// samples, so that the replicas' tens of megabytes are read from
+// hundreds of samples.
+const backlogMemProfileRate = 64 << 10
+
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
 	d := bench.DefaultConfig()
 	fs := flag.NewFlagSet("durafeed-bench", flag.ContinueOnError)
@@ -87,8 +101,18 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		stressReps = fs.String("stress-replicas", "1,3", "stress: replica counts, comma-separated")
 		stressCli  = fs.String("stress-client", string(bench.StressClientSeparate), "stress: where the client runs: separate (a provider of its own, as another process) or replica (the first replica's provider)")
 		sc         = ds
+		db         = bench.DefaultBacklogConfig()
+		backlog    = fs.Bool("backlog", false, "run only the backlog phase (a backlog enqueued with no replica running, then drained; no other phase; -latencies defaults to 0)")
+		blDepths   = fs.String("backlog-depths", joinInts(db.Depths), "backlog: depths (queued starts), comma-separated; the targets compare the deepest with the shallowest")
+		blPolling  = fs.String("backlog-polling-depths", "", "backlog: polling mode's depths, comma-separated (empty: -backlog-depths); a polling drain grows with the square of the depth")
+		bc         = db
 		o          = options{cfg: d}
 	)
+	fs.IntVar(&bc.Replicas, "backlog-replicas", db.Replicas, "backlog: replicas that drain")
+	fs.IntVar(&bc.TasksPerInstance, "backlog-tasks", db.TasksPerInstance, "backlog: activities each instance fans out")
+	fs.DurationVar(&bc.ActivityDelay, "backlog-activity", db.ActivityDelay, "backlog: how long each activity sleeps")
+	fs.IntVar(&bc.EnqueueConcurrency, "backlog-enqueue-concurrency", db.EnqueueConcurrency, "backlog: starts the client has in flight at once while it enqueues")
+	fs.DurationVar(&bc.MaxDrain, "backlog-max-drain", db.MaxDrain, "backlog: a drain still running after this is stopped and reported as such (negative: no limit)")
 	fs.IntVar(&sc.Orchestrations, "stress-orchestrations", ds.Orchestrations, "stress: instances started per scenario")
 	fs.IntVar(&sc.MaxInFlight, "stress-inflight", ds.MaxInFlight, "stress: instances in flight at once")
 	fs.IntVar(&sc.TasksPerInstance, "stress-tasks", ds.TasksPerInstance, "stress: activities each instance fans out")
@@ -182,6 +206,31 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	if o.cfg.Samples <= 0 || o.cfg.IdleWindow <= 0 {
 		return o, errors.New("-samples and -idle-window must be positive")
 	}
+	if *stress && *backlog {
+		return o, errors.New("-stress and -backlog each run only their own phase: choose one")
+	}
+	if *backlog {
+		if bc.Depths, err = parseList(*blDepths, parsePositive); err != nil {
+			return o, fmt.Errorf("-backlog-depths: %w", err)
+		}
+		if len(bc.Depths) == 0 {
+			return o, errors.New("-backlog-depths is empty")
+		}
+		if *blPolling != "" {
+			if bc.PollingDepths, err = parseList(*blPolling, parsePositive); err != nil {
+				return o, fmt.Errorf("-backlog-polling-depths: %w", err)
+			}
+		}
+		if bc.Replicas <= 0 || bc.TasksPerInstance <= 0 || bc.ActivityDelay <= 0 || bc.EnqueueConcurrency <= 0 || bc.MaxDrain == 0 {
+			return o, errors.New("-backlog-replicas, -backlog-tasks, -backlog-activity and -backlog-enqueue-concurrency must be positive, -backlog-max-drain not zero")
+		}
+		// Only the backlog phase runs; one injected latency unless asked.
+		o.cfg.Backlog = &bc
+		o.cfg.Cases, o.cfg.Replicas, o.cfg.Failover, o.cfg.Sweep = []bench.Case{}, []int{}, -1, nil
+		if !flagSet(fs, "latencies") {
+			o.cfg.Latencies = []time.Duration{0}
+		}
+	}
 	if *stress {
 		if sc.Replicas, err = parseList(*stressReps, parseReplicas); err != nil {
 			return o, fmt.Errorf("-stress-replicas: %w", err)
@@ -224,6 +273,11 @@ func run(getenv func(string) string, args []string, stdout, stderr io.Writer) er
 	}
 	if !o.quiet {
 		o.cfg.Progress = func(line string) { fmt.Fprintln(stderr, line) }
+	}
+	if o.cfg.Backlog != nil {
+		// The backlog phase splits the heap by owner through the heap
+		// profile: sample it finely, before the run allocates anything.
+		goruntime.MemProfileRate = backlogMemProfileRate
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -328,6 +382,23 @@ func parseDuration(s string) (time.Duration, error) {
 		err = fmt.Errorf("negative duration %q", s)
 	}
 	return d, err
+}
+
+// parsePositive parses a positive integer (a backlog depth).
+func parsePositive(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q is not a positive integer", s)
+	}
+	return n, nil
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
 }
 
 func parseReplicas(s string) (int, error) {

@@ -30,6 +30,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	require.Equal(t, "durafeed-bench.json", o.out)
 	require.Nil(t, o.cfg.Sweep, "no sweep phase unless asked for")
 	require.Nil(t, o.cfg.Stress, "no stress phase unless asked for")
+	require.Nil(t, o.cfg.Backlog, "no backlog phase unless asked for")
 	require.Equal(t, "durafeed-bench.png", o.png)
 }
 
@@ -85,6 +86,82 @@ func TestParseFlagsStress(t *testing.T) {
 		_, err := parseFlags(bad, noEnv, io.Discard)
 		require.Error(t, err, "%q", bad)
 	}
+}
+
+func TestParseFlagsBacklog(t *testing.T) {
+	tests := []struct {
+		name      string
+		args      []string
+		want      bench.BacklogConfig
+		latencies []time.Duration
+	}{
+		{name: "defaults: 100 and 100,000, 3 replicas, both modes, 0 ms", args: []string{"-backlog"}, want: bench.DefaultBacklogConfig(),
+			latencies: []time.Duration{0}},
+		{name: "every backlog flag", args: []string{"-backlog", "-backlog-depths", "10, 1000", "-backlog-polling-depths", "10,100",
+			"-backlog-replicas", "2", "-backlog-tasks", "3", "-backlog-activity", "5ms", "-backlog-enqueue-concurrency", "8",
+			"-backlog-max-drain", "-1s", "-latencies", "0,2ms"},
+			want: func() bench.BacklogConfig {
+				c := bench.DefaultBacklogConfig()
+				c.Depths, c.PollingDepths, c.Replicas, c.TasksPerInstance = []int{10, 1000}, []int{10, 100}, 2, 3
+				c.ActivityDelay, c.EnqueueConcurrency, c.MaxDrain = 5*time.Millisecond, 8, -time.Second
+				return c
+			}(), latencies: []time.Duration{0, 2 * time.Millisecond}},
+		{name: "the other phases' flags are overridden", args: []string{"-backlog", "-cases", "wake-local", "-replicas", "2", "-failover", "10s",
+			"-sweep", "1s"}, want: bench.DefaultBacklogConfig(), latencies: []time.Duration{0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseFlags(tt.args, noEnv, io.Discard)
+			require.NoError(t, err)
+			require.NotNil(t, o.cfg.Backlog)
+			require.Equal(t, tt.want, *o.cfg.Backlog)
+			require.Equal(t, tt.latencies, o.cfg.Latencies)
+			require.Equal(t, bench.Modes, o.cfg.Modes, "both modes by default")
+			// Only the backlog phase runs.
+			require.Empty(t, o.cfg.Cases)
+			require.NotNil(t, o.cfg.Cases)
+			require.Empty(t, o.cfg.Replicas)
+			require.NotNil(t, o.cfg.Replicas)
+			require.Negative(t, o.cfg.Failover)
+			require.Nil(t, o.cfg.Sweep)
+			require.Nil(t, o.cfg.Stress)
+		})
+	}
+	for _, bad := range [][]string{
+		{"-backlog", "-backlog-depths", ""}, {"-backlog", "-backlog-depths", "0"}, {"-backlog", "-backlog-depths", "x"},
+		{"-backlog", "-backlog-polling-depths", "-5"}, {"-backlog", "-backlog-replicas", "0"}, {"-backlog", "-backlog-tasks", "0"},
+		{"-backlog", "-backlog-activity", "0"}, {"-backlog", "-backlog-enqueue-concurrency", "0"}, {"-backlog", "-backlog-max-drain", "0"},
+		{"-backlog", "-stress"},
+	} {
+		_, err := parseFlags(bad, noEnv, io.Discard)
+		require.Error(t, err, "%q", bad)
+	}
+}
+
+// TestRunBacklog runs a minimal backlog phase end to end: its table, its
+// results and its targets, and no other phase.
+func TestRunBacklog(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.json")
+	var stdout bytes.Buffer
+	err := run(noEnv, []string{"-backlog", "-modes", "event-driven", "-backlog-depths", "3,6", "-backlog-replicas", "1",
+		"-backlog-tasks", "2", "-out", out, "-png", "", "-quiet"}, &stdout, io.Discard)
+	require.NoError(t, err)
+	require.Contains(t, stdout.String(), "Backlog: starts of a fan-out of 2 activities")
+	require.Contains(t, stdout.String(), "backlog event-driven, 6 vs 3 queued")
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	var rep bench.Report
+	require.NoError(t, json.Unmarshal(b, &rep))
+	require.Empty(t, rep.Latency)
+	require.Empty(t, rep.Idle)
+	require.Empty(t, rep.Failover)
+	require.Len(t, rep.Backlog, 2)
+	for i, depth := range []int{3, 6} {
+		require.Equal(t, depth, rep.Backlog[i].Depth)
+		require.Equal(t, depth, rep.Backlog[i].Completed)
+		require.Equal(t, int64(2*depth), rep.Backlog[i].Activities)
+	}
+	require.Len(t, rep.Targets, 3)
 }
 
 func TestParseFlagsSweep(t *testing.T) {
