@@ -307,7 +307,7 @@ func (a *Account) StoreOptions(container string) store.Options {
 // throughput.
 func (a *Account) CreateContainer(ctx context.Context, name string) error {
 	props := store.ContainerProperties(name)
-	if a.arm != nil && a.opts.Key == "" {
+	if a.managedByARM() {
 		return a.arm.putContainer(ctx, a.info.Database, props)
 	}
 	db, err := a.cli.NewDatabase(a.info.Database)
@@ -323,7 +323,7 @@ func (a *Account) CreateContainer(ctx context.Context, name string) error {
 // DeleteContainer deletes a container of the run's database (a container
 // already gone is not an error).
 func (a *Account) DeleteContainer(ctx context.Context, name string) error {
-	if a.arm != nil && a.opts.Key == "" {
+	if a.managedByARM() {
 		return a.arm.delete(ctx, a.arm.databasePath(a.info.Database)+"/containers/"+name)
 	}
 	c, err := a.cli.NewContainer(a.info.Database, name)
@@ -348,7 +348,7 @@ func (a *Account) Close() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if a.arm != nil && a.opts.Key == "" {
+	if a.managedByARM() {
 		return a.arm.delete(ctx, a.arm.databasePath(a.info.Database))
 	}
 	db, err := a.cli.NewDatabase(a.info.Database)
@@ -361,12 +361,17 @@ func (a *Account) Close() error {
 	return nil
 }
 
+// managedByARM reports whether the run's database and containers are
+// managed through Resource Manager: with Entra ID, whose tokens the data
+// plane refuses management to.
+func (a *Account) managedByARM() bool { return a.opts.Key == "" }
+
 // createDatabase creates the throwaway database, with throughput unless
 // the account is serverless. With a key and no ARM view of the account,
 // serverless is recognised by the service's refusal of throughput.
 func (a *Account) createDatabase(ctx context.Context) error {
 	t := a.opts.Throughput
-	if a.arm != nil && a.opts.Key == "" {
+	if a.managedByARM() {
 		if err := a.arm.putDatabase(ctx, a.info.Database, t, a.info.Serverless); err != nil {
 			return err
 		}
