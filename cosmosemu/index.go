@@ -29,6 +29,15 @@ import (
 // still evaluated on each of them, in creation order, so results, order and
 // continuations are those of a scan. Without a usable condition, or with
 // Options.DisableQueryIndex, the partition is scanned.
+//
+// A query on one whole partition key value is served from that logical
+// partition, as the service serves it from the logical partition's index
+// entries: its versions are tested against the condition one by one
+// (IndexPlan.Holds), which selects exactly the candidates the postings
+// would (see candidates), unless the condition's postings are fewer than
+// the logical partition's versions, when they are read instead. Its cost
+// then does not grow with the other logical partitions of its physical
+// partition.
 
 // pathIndex indexes the scalar values at one path of a partition's current
 // document versions.
@@ -97,16 +106,17 @@ func (ix *pathIndex) del(d *document) {
 	}
 }
 
-// rangeBuckets returns the buckets a Range plan selects.
-func (ix *pathIndex) rangeBuckets(pl *query.IndexPlan) []*indexBucket {
-	lo := 0
+// rangeBuckets calls yield, in value order, with each bucket a Range plan
+// selects (exactly those whose value satisfies pl.InRange), until yield
+// returns false.
+func (ix *pathIndex) rangeBuckets(pl *query.IndexPlan, yield func(*indexBucket) bool) {
 	var bound any
 	if pl.HasLo {
 		bound = pl.Lo
 	} else {
 		bound = pl.Hi // same type: start at the first value of that type
 	}
-	lo = sort.Search(len(ix.sorted), func(i int) bool {
+	lo := sort.Search(len(ix.sorted), func(i int) bool {
 		v := ix.sorted[i].val
 		if !query.SameKind(v, bound) {
 			return query.CompareScalars(v, bound) > 0
@@ -116,7 +126,6 @@ func (ix *pathIndex) rangeBuckets(pl *query.IndexPlan) []*indexBucket {
 		}
 		return query.CompareScalars(v, bound) >= 0
 	})
-	var out []*indexBucket
 	for i := lo; i < len(ix.sorted); i++ {
 		b := ix.sorted[i]
 		if !query.SameKind(b.val, bound) {
@@ -128,9 +137,10 @@ func (ix *pathIndex) rangeBuckets(pl *query.IndexPlan) []*indexBucket {
 			}
 			continue // exclusive lower bound
 		}
-		out = append(out, b)
+		if !yield(b) {
+			return
+		}
 	}
-	return out
 }
 
 // indexable prunes a plan to the paths the policy indexes; nil when nothing
@@ -225,22 +235,29 @@ func (p *partition) ensureIndexes(pl *query.IndexPlan) bool {
 	return true
 }
 
-// estimate is an upper bound of the number of versions a plan selects
-// (caller holds p.mu; the plan's indexes exist).
-func (p *partition) estimate(pl *query.IndexPlan) int {
+// estimateUpTo returns min(n, limit), where n is the number of postings
+// candidates reads for the plan, an upper bound of the versions it selects
+// (caller holds p.mu; the plan's indexes exist). It stops reading the
+// index once limit is reached, so that its cost is bounded by the number of
+// plan leaves plus min(n, limit) buckets (and a binary search per range
+// leaf), whatever the size of the partition. limit <= 0 gives 0.
+func (p *partition) estimateUpTo(pl *query.IndexPlan, limit int) int {
+	if limit <= 0 {
+		return 0
+	}
 	switch pl.Op {
 	case query.IndexAnd:
-		best := -1
+		// candidates reads its most selective side: the minimum.
 		for _, k := range pl.Kids {
-			if e := p.estimate(k); best < 0 || e < best {
-				best = e
-			}
+			limit = p.estimateUpTo(k, limit)
 		}
-		return best
+		return limit
 	case query.IndexOr:
 		n := 0
 		for _, k := range pl.Kids {
-			n += p.estimate(k)
+			if n += p.estimateUpTo(k, limit-n); n >= limit {
+				return limit
+			}
 		}
 		return n
 	}
@@ -248,59 +265,81 @@ func (p *partition) estimate(pl *query.IndexPlan) int {
 	if pl.Op == query.IndexEq {
 		key, _ := query.ScalarKey(pl.Value)
 		if b := ix.byKey[key]; b != nil {
-			return len(b.docs)
+			return min(len(b.docs), limit)
 		}
 		return 0
 	}
 	n := 0
-	for _, b := range ix.rangeBuckets(pl) {
+	ix.rangeBuckets(pl, func(b *indexBucket) bool {
 		n += len(b.docs)
-	}
-	return n
+		return n < limit
+	})
+	return min(n, limit)
 }
 
 // candidates adds to out the versions of p a plan selects (caller holds
 // p.mu; the plan's indexes exist): an AND reads its most selective side
 // and checks the others on each version's values, as the service
-// intersects index postings before loading documents.
-func (p *partition) candidates(pl *query.IndexPlan, out map[*document]struct{}) {
+// intersects index postings before loading documents. It returns the
+// number of postings it read (estimateUpTo without a limit). limit is a
+// bound the caller knows that number to be below, math.MaxInt when it
+// knows none: it only caps the estimates an AND compares, so that they
+// read no more of the index than the postings then read. The side chosen
+// is the first with the fewest postings, whatever the limit.
+//
+// The versions selected are exactly the current versions d of p for which
+// pl.Holds(d.data): an Eq leaf reads the bucket of ScalarKey(Value), which
+// holds the versions with a scalar of that key at the path; a Range leaf
+// reads the buckets whose value is InRange (rangeBuckets), and the
+// versions in a bucket share its value's key, hence its order; an AND
+// keeps the versions of one side that satisfy the whole AND; an OR is the
+// union of its sides. selectDocs relies on this to select from one logical
+// partition without the postings.
+func (p *partition) candidates(pl *query.IndexPlan, out map[*document]struct{}, limit int) int {
 	switch pl.Op {
 	case query.IndexAnd:
-		best, bestN := 0, -1
+		best, bestN := 0, limit
 		for i, k := range pl.Kids {
-			if e := p.estimate(k); bestN < 0 || e < bestN {
+			if e := p.estimateUpTo(k, bestN); e < bestN {
 				best, bestN = i, e
 			}
 		}
 		sub := map[*document]struct{}{}
-		p.candidates(pl.Kids[best], sub)
+		read := p.candidates(pl.Kids[best], sub, bestN+1)
 		for d := range sub {
 			if pl.Holds(d.data) {
 				out[d] = struct{}{}
 			}
 		}
-		return
+		return read
 	case query.IndexOr:
+		read := 0
 		for _, k := range pl.Kids {
-			p.candidates(k, out)
+			read += p.candidates(k, out, limit)
 		}
-		return
+		return read
 	}
 	ix := p.indexes[strings.Join(pl.Path, "\x00")]
 	if pl.Op == query.IndexEq {
 		key, _ := query.ScalarKey(pl.Value)
-		if b := ix.byKey[key]; b != nil {
-			for d := range b.docs {
-				out[d] = struct{}{}
-			}
+		b := ix.byKey[key]
+		if b == nil {
+			return 0
 		}
-		return
-	}
-	for _, b := range ix.rangeBuckets(pl) {
 		for d := range b.docs {
 			out[d] = struct{}{}
 		}
+		return len(b.docs)
 	}
+	read := 0
+	ix.rangeBuckets(pl, func(b *indexBucket) bool {
+		for d := range b.docs {
+			out[d] = struct{}{}
+		}
+		read += len(b.docs)
+		return true
+	})
+	return read
 }
 
 // indexInstall and indexRemove keep p's indexes in step with its current

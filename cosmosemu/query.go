@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"hash/fnv"
+	"math"
 	"net/http"
 	"reflect"
 	"sort"
@@ -169,13 +170,12 @@ func queryHash(parts ...string) uint64 {
 }
 
 // snapshot collects the current, unexpired versions of the documents in
-// scope, in creation order. keep filters logical partitions (nil keeps
-// all); plan, when not nil, selects candidates through the index. It
-// reports the first partition found gone (split since it was resolved).
-func snapshot(parts []*partition, keep func(lp *logicalPart) bool, view ttlView, plan *query.IndexPlan) ([]*document, *partition) {
+// scope sc, in creation order, from parts (see docsIn). It reports the
+// first partition found gone (split since it was resolved).
+func snapshot(parts []*partition, sc *queryScope) ([]*document, *partition) {
 	var out []*document
 	for _, p := range parts {
-		docs, ok := p.docsIn(p.rng, true, keep, 0, view, plan)
+		docs, ok := p.docsIn(sc, p.rng, true, 0)
 		if !ok {
 			return nil, p
 		}
@@ -185,14 +185,19 @@ func snapshot(parts []*partition, keep func(lp *logicalPart) bool, view ttlView,
 	return out, nil
 }
 
-// docsIn returns, in creation order, the current, unexpired versions in p
+// docsIn returns, in creation order, the current versions in p of the
+// documents of scope sc (sc.keep; all when nil) that sc.ttl does not hide,
 // whose creation sequence is at least from and whose EPK lies in span
-// (unless whole, when p lies entirely inside the span), filtered by keep.
-// With a plan (see index.go) only the versions the index selects for it
-// are considered: a superset of those matching the query. ok is false
-// when p is gone (split since it was resolved).
-func (p *partition) docsIn(span epk.Range, whole bool, keep func(lp *logicalPart) bool, from uint64, view ttlView, plan *query.IndexPlan) ([]*document, bool) {
-	if plan != nil && !p.ensureIndexes(plan) {
+// (unless whole, when p lies entirely inside the span). With a plan
+// (sc.plan, see index.go) only the versions the index selects for it are
+// considered: a superset of those matching the query. ok is false when p
+// is gone (split since it was resolved).
+//
+// The result depends only on those arguments, not on how selectDocs finds
+// it: with sc.logicalKey set, the work is bounded by the size of that
+// logical partition instead of growing with p's.
+func (p *partition) docsIn(sc *queryScope, span epk.Range, whole bool, from uint64) ([]*document, bool) {
+	if sc.plan != nil && !p.ensureIndexes(sc.plan) {
 		return nil, false
 	}
 	p.mu.RLock()
@@ -200,41 +205,69 @@ func (p *partition) docsIn(span epk.Range, whole bool, keep func(lp *logicalPart
 	if p.gone {
 		return nil, false
 	}
-	var out []*document
+	out, visits := p.selectDocs(sc, span, whole, from)
+	p.coll.selectVisits.Add(uint64(visits))
+	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
+	return out, true
+}
+
+// selectDocs is docsIn's selection, in no particular order (caller holds
+// p.mu; the plan's indexes exist). visits counts its work: each logical
+// partition looked up or iterated and each version or index posting read.
+//
+// With sc.logicalKey set, the scope is one logical partition lp: the plan's
+// candidates in it are the versions d of lp with sc.plan.Holds(d.data)
+// (see candidates), so lp is read directly, testing Holds on each version,
+// unless the plan's postings are fewer than lp's versions (estimateUpTo,
+// which stops counting at len(lp.docs)); then those postings are read and
+// filtered by sc.keep as for any scope. Either way the set is that of the
+// postings path, and at most len(lp.docs) versions or postings are read.
+func (p *partition) selectDocs(sc *queryScope, span epk.Range, whole bool, from uint64) (out []*document, visits int) {
+	limit := math.MaxInt // bound of the postings read, for candidates
+	inSpan := func(lp *logicalPart) bool { return whole || span.Contains(lp.epk) }
 	add := func(d *document) {
-		if keep != nil && !keep(d.lp) {
-			return
-		}
-		if !whole && !span.Contains(d.lp.epk) {
-			return
-		}
-		if d.seq >= from && !view.hidden(d) {
+		if d.seq >= from && !sc.ttl.hidden(d) {
 			out = append(out, d)
 		}
 	}
-	if plan != nil {
-		set := map[*document]struct{}{}
-		p.candidates(plan, set)
-		for d := range set {
-			add(d)
+	if sc.logicalKey != "" {
+		visits++
+		lp := p.logical[sc.logicalKey]
+		if lp == nil || !inSpan(lp) {
+			return nil, visits
 		}
-	} else {
-		for _, lp := range p.logical {
-			if keep != nil && !keep(lp) {
-				continue
-			}
-			if !whole && !span.Contains(lp.epk) {
-				continue
-			}
+		if n := len(lp.docs); sc.plan == nil || p.estimateUpTo(sc.plan, n) >= n {
 			for _, d := range lp.docs {
-				if d.seq >= from && !view.hidden(d) {
-					out = append(out, d)
+				visits++
+				if sc.plan == nil || sc.plan.Holds(d.data) {
+					add(d)
 				}
 			}
+			return out, visits
+		}
+		limit = len(lp.docs) // fewer postings: read them below
+	}
+	if sc.plan != nil {
+		set := map[*document]struct{}{}
+		visits += p.candidates(sc.plan, set, limit)
+		for d := range set {
+			if (sc.keep == nil || sc.keep(d.lp)) && inSpan(d.lp) {
+				add(d)
+			}
+		}
+		return out, visits
+	}
+	for _, lp := range p.logical {
+		visits++
+		if (sc.keep != nil && !sc.keep(lp)) || !inSpan(lp) {
+			continue
+		}
+		for _, d := range lp.docs {
+			visits++
+			add(d)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
-	return out, true
+	return out, visits
 }
 
 func (s *Server) handleQuery(ctx context.Context, req *Request) (*Response, *apiError) {
@@ -261,6 +294,13 @@ type queryScope struct {
 	pkKey string           // canonical key (or prefix) when scoped by partition key
 	ttl   ttlView          // which versions are expired for this request
 	plan  *query.IndexPlan // candidates through the index; nil: scan
+
+	// logicalKey, when not "", is the key (logicalPart.key) of the one
+	// logical partition in scope: the query names a whole partition key
+	// value, not a hierarchical prefix, and keep admits exactly that
+	// logical partition. It only lets docsIn find the same documents with
+	// work bounded by that logical partition (see selectDocs).
+	logicalKey string
 }
 
 // overlapping returns the current partitions of the scope intersecting
@@ -329,6 +369,9 @@ func (s *Server) runDocQuery(ctx context.Context, req *Request, qr *queryRequest
 			}
 		}
 		sc.pkKey = pkKey(pk)
+		if !prefix && !s.store.noLogicalSelect.Load() {
+			sc.logicalKey = sc.pkKey
+		}
 		want := sc.pkKey
 		sc.keep = func(lp *logicalPart) bool {
 			if prefix {
@@ -470,7 +513,7 @@ func (r *queryRun) stream(spans []querySpan) ([]querySpan, *apiError) {
 				es.Max = q.rng.Max
 			}
 			whole := epk.Compare(es.Min, q.rng.Min) <= 0 && epk.Compare(q.rng.Max, es.Max) <= 0
-			docs, ok := q.docsIn(es, whole, r.sc.keep, sp.Seq, r.sc.ttl, r.sc.plan)
+			docs, ok := q.docsIn(r.sc, es, whole, sp.Seq)
 			if !ok {
 				if err := r.sc.gone(q); err != nil {
 					return nil, err
@@ -531,7 +574,7 @@ func (r *queryRun) evaluate(off int) (int, *apiError) {
 			return 0, newErrSub(http.StatusBadRequest, subStatusCrossPartitionNotServable, msgCrossPartitionQuery)
 		}
 		var gone *partition
-		docs, gone = snapshot(parts, r.sc.keep, r.sc.ttl, r.sc.plan)
+		docs, gone = snapshot(parts, r.sc)
 		if gone == nil {
 			for _, p := range parts {
 				r.touch(p)

@@ -48,6 +48,13 @@ type store struct {
 	ridCounter     atomic.Uint32
 	etagCounter    atomic.Uint64
 	creation       atomic.Uint64
+
+	// noLogicalSelect, for tests and benchmarks, makes queries on one
+	// partition key select their candidates from the whole physical
+	// partition (postings or scan, filtered by logical partition) instead
+	// of from the logical partition (queryScope.logicalKey). Results and
+	// charges are the same; only the work differs.
+	noLogicalSelect atomic.Bool
 }
 
 func newStore(partitionCount int, clk Clock, noIndex bool) *store {
@@ -102,6 +109,11 @@ type container struct {
 
 	docSeq  atomic.Uint64
 	removed atomic.Bool
+
+	// selectVisits counts the work of query candidate selection in the
+	// container's partitions (logical partitions looked up or iterated,
+	// versions and index postings read; see selectDocs), for tests.
+	selectVisits atomic.Uint64
 }
 
 type partition struct {
