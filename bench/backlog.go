@@ -50,6 +50,10 @@ type BacklogConfig struct {
 	// MaxDrain bounds a drain (default 60 min; negative: none): a backlog
 	// not drained by then is reported with what completed (TimedOut).
 	MaxDrain time.Duration
+	// PollingMaxDrain, when not zero, replaces MaxDrain in polling mode,
+	// whose deep drains may not fit in a run (see PollingDepths): its row
+	// then shows what completed in that time, for contrast.
+	PollingMaxDrain time.Duration
 	// MemoryInterval is how often the heap is read during a drain
 	// (default 1 s).
 	MemoryInterval time.Duration
@@ -70,6 +74,15 @@ func DefaultBacklogConfig() BacklogConfig {
 		MaxDrain:                 time.Hour,
 		MemoryInterval:           time.Second,
 	}
+}
+
+// MaxDrainOf returns the drain bound of mode m (PollingMaxDrain or
+// MaxDrain).
+func (c BacklogConfig) MaxDrainOf(m Mode) time.Duration {
+	if m == ModePolling && c.PollingMaxDrain != 0 {
+		return c.PollingMaxDrain
+	}
+	return c.MaxDrain
 }
 
 // DepthsOf returns the depths mode m runs at (PollingDepths or Depths).
@@ -408,7 +421,7 @@ func (e *Env) RunBacklog(ctx context.Context, s BacklogScenario) (res BacklogRes
 	var joined time.Duration // polling replicas have nothing to join
 	joinCut := false
 	if s.Mode == ModeEventDriven {
-		err := joinAll(ctx, replicas, w.MaxDrain)
+		err := joinAll(ctx, replicas, w.MaxDrainOf(s.Mode))
 		joined = time.Since(d.start)
 		joinCut = err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)
 		if err != nil && !joinCut {
@@ -446,7 +459,7 @@ func (e *Env) RunBacklog(ctx context.Context, s BacklogScenario) (res BacklogRes
 	}
 	waitErr := error(errDrainTimeout)
 	if !joinCut {
-		waitErr = d.wait(ctx, w.MaxDrain, progress)
+		waitErr = d.wait(ctx, w.MaxDrainOf(s.Mode), progress)
 	}
 	uEnd := e.usage(container)
 	scans := e.scans.snapshot(container)

@@ -163,8 +163,11 @@ func TestBacklogConfigDefaults(t *testing.T) {
 	require.Equal(t, d, BacklogConfig{}.withDefaults())
 	kept := BacklogConfig{Depths: []int{5}, PollingDepths: []int{3}, Replicas: 2, TasksPerInstance: 1, ActivityDelay: time.Second,
 		PollInterval: time.Second, OrchestrationConcurrency: 4, WorkerConcurrency: 5, EnqueueConcurrency: 6, MaxDrain: -1,
-		MemoryInterval: time.Minute}
+		MemoryInterval: time.Minute, PollingMaxDrain: time.Minute}
 	require.Equal(t, kept, kept.withDefaults())
+	require.Equal(t, time.Duration(-1), kept.MaxDrainOf(ModeEventDriven))
+	require.Equal(t, time.Minute, kept.MaxDrainOf(ModePolling))
+	require.Equal(t, time.Hour, d.MaxDrainOf(ModePolling), "polling takes MaxDrain without PollingMaxDrain")
 	require.Equal(t, []int{5}, kept.DepthsOf(ModeEventDriven))
 	require.Equal(t, []int{3}, kept.DepthsOf(ModePolling))
 	require.Equal(t, []int{100, 100_000}, d.DepthsOf(ModePolling), "polling takes Depths without PollingDepths")

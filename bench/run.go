@@ -300,6 +300,7 @@ type BacklogSettings struct {
 	WorkerConcurrency        int    `json:"worker_concurrency"`
 	EnqueueConcurrency       int    `json:"enqueue_concurrency"`
 	MaxDrain                 string `json:"max_drain"`
+	PollingMaxDrain          string `json:"polling_max_drain,omitempty"`
 	MemoryInterval           string `json:"memory_interval"`
 	// QueriesCounted says whether the documents queries examined were
 	// counted (on the embedded emulator; not on an account).
@@ -404,7 +405,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Settings.Backlog = &BacklogSettings{Depths: bc.Depths, PollingDepths: bc.PollingDepths, Replicas: bc.Replicas, TasksPerInstance: bc.TasksPerInstance,
 			ActivityDelay: bc.ActivityDelay.String(), PollInterval: bc.PollInterval.String(),
 			OrchestrationConcurrency: bc.OrchestrationConcurrency, WorkerConcurrency: bc.WorkerConcurrency,
-			EnqueueConcurrency: bc.EnqueueConcurrency, MaxDrain: bc.MaxDrain.String(), MemoryInterval: bc.MemoryInterval.String(),
+			EnqueueConcurrency: bc.EnqueueConcurrency, MaxDrain: bc.MaxDrain.String(), PollingMaxDrain: bc.MaxDrainOf(ModePolling).String(), MemoryInterval: bc.MemoryInterval.String(),
 			QueriesCounted: cfg.Account == nil}
 	}
 

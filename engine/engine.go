@@ -63,6 +63,8 @@ type Engine struct {
 	wlocked   map[string]int64     // work items the feed showed locked: key -> lockedUntil
 	parked    map[string]parkedWI  // worker wakeups no fetch so far could take (tag, session)
 	refused   map[string]refusedOI // orchestration wakeups refused by a capability filter
+	moreOrch  wakeup.Set           // owned slots whose last orchestrator scan left rows unsignalled
+	moreWork  wakeup.Set           // the same for worker scans
 	sib       siblings             // activities turns scheduled here, not yet seen done (SiblingWait)
 	watch     watchState           // instance watches over the peer wake channel (own mutex)
 
@@ -126,15 +128,20 @@ type session struct {
 	deadKick chan struct{}
 }
 
-// Per-slot bounds of the hubs (wakeup.Options.MaxPendingPerSlot): a slot
-// whose pending wakeups pass the bound collapses into a Scan, and a scan
-// signals at most half the bound, so that it never collapses the slot
-// again at once; what it leaves is found by a later scan, the feed or the
-// safety sweep. Worker wakeups are per document (one orchestration may fan
-// out thousands of activities), orchestration wakeups per instance.
+// Bounds of the hubs, per slot (wakeup.Options.MaxPendingPerSlot) and per
+// hub (MaxPending): a slot whose pending wakeups pass its bound, or the
+// heaviest slot when the hub passes its own, collapses into a Scan. A scan
+// signals at most scanLimit of what it finds, so that it never collapses a
+// slot again at once, and marks the slot for another scan once what it
+// signalled is taken (continueScan). So a replica holds at most 16,384
+// orchestration and 65,536 worker wakeups (about 15 MB) however deep the
+// backlog. Worker wakeups are per document (one orchestration may fan out
+// thousands of activities), orchestration wakeups per instance.
 const (
 	orchSlotBound = 1 << 14
 	workSlotBound = 1 << 16
+	orchHubBound  = 1 << 14
+	workHubBound  = 1 << 16
 )
 
 // engineStats are counters for tests and diagnostics.
@@ -205,10 +212,10 @@ func New(ctx context.Context, b Backend, o Options) (*Engine, error) {
 	if !o.DisableHeads {
 		e.heads = newHeadIndex(e.isOwned)
 	}
-	if e.orch, err = wakeup.New(wakeup.Options{MaxPendingPerSlot: orchSlotBound, Clock: o.Clock}); err != nil {
+	if e.orch, err = wakeup.New(wakeup.Options{MaxPendingPerSlot: orchSlotBound, MaxPending: orchHubBound, Clock: o.Clock}); err != nil {
 		return nil, err
 	}
-	e.work, _ = wakeup.New(wakeup.Options{MaxPendingPerSlot: workSlotBound, Clock: o.Clock})
+	e.work, _ = wakeup.New(wakeup.Options{MaxPendingPerSlot: workSlotBound, MaxPending: workHubBound, Clock: o.Clock})
 	e.maint, _ = wakeup.New(wakeup.Options{Clock: o.Clock})
 	e.startMeters(o.MeterProvider)
 	if o.PeerWake != nil {
@@ -476,6 +483,7 @@ func (e *Engine) leave(s *session, graceful bool) {
 	clear(e.blocked)
 	clear(e.parked)
 	clear(e.refused)
+	e.moreOrch, e.moreWork = wakeup.Set{}, wakeup.Set{}
 	clear(e.hinted)
 	e.mu.Unlock()
 	e.hint.mu.Lock()
@@ -581,6 +589,7 @@ func (e *Engine) onLeaseChange(s *session, ev leasestore.Event) {
 		}
 		s.mu.Unlock()
 		e.mu.Lock()
+		e.moreOrch, e.moreWork = e.moreOrch.Difference(slots), e.moreWork.Difference(slots)
 		for inst, sl := range e.blocked {
 			if slots.Contains(sl) {
 				delete(e.blocked, inst)

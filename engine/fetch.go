@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/durafeed/durafeed/durable"
@@ -72,6 +74,7 @@ func (e *Engine) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTi
 			}
 			return nil, nil
 		}
+		e.continueScan(e.orch, &e.moreOrch, w)
 		item, err := e.orchWakeup(ctx, w, lockTimeout, filter)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -242,13 +245,76 @@ func (e *Engine) scanOrch(ctx context.Context, slot int) error {
 	if err != nil {
 		return err
 	}
-	for i, r := range rows {
-		if i >= orchSlotBound/2 {
-			break
-		}
+	limit := e.scanLimit(orchHubBound, orchSlotBound)
+	e.scanLeft(&e.moreOrch, slot, len(rows) > limit)
+	dueFirst(rows, e.now())
+	for _, r := range rows[:min(len(rows), limit)] {
 		e.signalQueue(r, true)
 	}
 	return nil
+}
+
+// dueFirst orders a scan's rows (oldest enqueued first) so that those
+// takeable at now come first, in that order, then the others by the time
+// they become takeable: what a limited scan leaves is never due before
+// what it signalled.
+func dueFirst(rows []store.QueueHead, now int64) {
+	at := func(r store.QueueHead) int64 {
+		if t := max(r.VisibleAt, r.LockedUntil); t > now {
+			return t
+		}
+		return 0
+	}
+	slices.SortStableFunc(rows, func(a, b store.QueueHead) int { return cmp.Compare(at(a), at(b)) })
+}
+
+// scanLimit is how many of the rows it found a scan signals: half of the
+// slot's bound, and at most half of an even share of the hub's bound among
+// the slots this replica owns, so that what one scan signals never makes
+// its own slot the heaviest of a full hub (see orchHubBound).
+func (e *Engine) scanLimit(hubBound, slotBound int) int {
+	n := max(e.ownedSet().Len(), 1)
+	return max(min(slotBound/2, hubBound/(2*n)), 16)
+}
+
+// scanLeft records whether a scan of an owned slot left rows unsignalled:
+// continueScan then scans the slot again once the hub holds nothing due
+// there.
+func (e *Engine) scanLeft(more *wakeup.Set, slot int, left bool) {
+	if !e.isOwned(slot) {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if left {
+		more.Add(slot)
+	} else {
+		more.Remove(slot)
+	}
+}
+
+// continueScan follows up a scan that left rows: when w, an instance
+// wakeup just taken from hub, was the last one due in a slot marked in
+// more, the slot is scanned again for what the scan left. Lock expiries
+// and retries still in the future fold into that scan, which signals them
+// again at their times.
+func (e *Engine) continueScan(hub *wakeup.Hub, more *wakeup.Set, w wakeup.Wakeup) {
+	if w.Kind != wakeup.Instance {
+		return
+	}
+	e.mu.Lock()
+	marked := more.Contains(w.Slot)
+	e.mu.Unlock()
+	if !marked || hub.HasDue(wakeup.SetOf(w.Slot)) {
+		return
+	}
+	e.mu.Lock()
+	marked = more.Contains(w.Slot)
+	more.Remove(w.Slot)
+	e.mu.Unlock()
+	if marked && e.isOwned(w.Slot) {
+		hub.SignalScan(w.Slot, e.clk.Now())
+	}
 }
 
 // FetchWorkItem implements durable.Provider's fetch for the event-driven
@@ -333,6 +399,7 @@ func (e *Engine) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout tim
 			}
 			return nil, nil
 		}
+		e.continueScan(e.work, &e.moreWork, w)
 		item, err := e.workWakeup(ctx, w, lockTimeout, session, tags)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -494,11 +561,14 @@ func (e *Engine) scanWork(ctx context.Context, slot int, session *durable.Sessio
 	// place in the list of due items and wraps round, so that the owner
 	// and every helper of the hint do not race for the same item at every
 	// step (each race lost is a wasted read and patch).
+	dueFirst(rows, e.now())
 	off := 0
 	if !e.isOwned(slot) && len(rows) > 1 {
 		off = rand.IntN(len(rows))
 	}
-	for i := range min(len(rows), workSlotBound/2) {
+	limit := e.scanLimit(workHubBound, workSlotBound)
+	e.scanLeft(&e.moreWork, slot, len(rows) > limit)
+	for i := range min(len(rows), limit) {
 		e.signalQueue(rows[(off+i)%len(rows)], true)
 	}
 	return nil

@@ -158,13 +158,7 @@ func (e *Engine) rescanHinted() {
 // another replica took meanwhile is then forgotten.
 func (e *Engine) workerBacklog() (per map[int]int, due, parked int) {
 	owned := e.ownedSet()
-	per = map[int]int{}
-	for _, pw := range e.work.Snapshot().Pending {
-		if pw.Due && owned.Contains(pw.Slot) {
-			per[pw.Slot]++
-			due++
-		}
-	}
+	per, due = e.work.DueCounts(owned)
 	now := e.now()
 	var back []parkedWI
 	e.mu.Lock()

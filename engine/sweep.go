@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/store"
+	"github.com/durafeed/durafeed/wakeup"
 )
 
 // sweepOnce is the safety net, one cross-partition query (store.Stale):
@@ -23,7 +24,20 @@ func (e *Engine) sweepOnce(ctx context.Context) {
 		}
 		return
 	}
+	// A slot whose last scan left rows, and which still holds what that
+	// scan signalled, is scanned again once those are taken: signalling
+	// its rows here too would only collapse the hub's bounded slots (see
+	// orchHubBound).
+	e.mu.Lock()
+	moreOrch, moreWork := e.moreOrch, e.moreWork
+	e.mu.Unlock()
+	following := func(hub *wakeup.Hub, more wakeup.Set, slot int) bool {
+		return more.Contains(slot) && hub.Pending(wakeup.SetOf(slot)) > 0
+	}
 	for _, q := range heads {
+		if (q.IsOrchestrator() && following(e.orch, moreOrch, q.DispatchSlot)) || (!q.IsOrchestrator() && following(e.work, moreWork, q.DispatchSlot)) {
+			continue
+		}
 		e.signalQueue(q, false)
 	}
 	r := e.out.Repair(ctx, found, e.s)

@@ -178,3 +178,37 @@ func BenchmarkTimerDue(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBacklogCount: the backlog check's question (how many wakeups
+// are due, per slot) with n pending wakeups over every slot, asked through
+// DueCounts and through a Snapshot. DueCounts' cost should not grow with n.
+func BenchmarkBacklogCount(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		h, err := New(Options{MaxPendingPerSlot: 1 << 16})
+		if err != nil {
+			b.Fatal(err)
+		}
+		now := time.Now()
+		for i, name := range benchNames(n) {
+			h.Signal(i%slots.Count, name, now)
+		}
+		all := All(slots.Count)
+		b.Run(fmt.Sprintf("DueCounts/%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, total := h.DueCounts(all); total != n {
+					b.Fatalf("%d due, want %d", total, n)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("Snapshot/%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if got := len(h.Snapshot().Pending); got != n {
+					b.Fatalf("%d pending, want %d", got, n)
+				}
+			}
+		})
+		h.Close()
+	}
+}

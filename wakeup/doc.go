@@ -50,12 +50,16 @@
 // Overflow: a slot remembers at most Options.MaxPendingPerSlot times (its
 // instance wakeups plus their follow-ups). The signal that would exceed
 // that collapses the slot into one Scan wakeup: visible at the earliest
-// time the slot held, in the place in line of its oldest wakeup, and
-// carrying the first future time after that as its single follow-up.
-// While a Scan is pending, signals for the slot fold into it. A Scan tells
-// the taker to run the candidate query for the slot; since the hub has
-// forgotten the slot's other future times, the taker signals any work it
-// sees there that is not yet visible (or a lock expiry it meets) again.
+// time the slot held and in the place in line of its oldest wakeup. With
+// Options.MaxPending, the signal that would take the hub as a whole past
+// that bound collapses the slot remembering the most. While a Scan is
+// pending, signals for the slot fold into it (an earlier time moves it
+// forward; a later one is forgotten). A Scan tells the taker to run the
+// candidate query for the slot; since the hub has forgotten the slot's
+// other times, the taker signals any work it sees there that is not yet
+// visible (or a lock expiry it meets) again. A Scan carries no follow-up:
+// once taken it is gone, so the taker's own signals are never folded into
+// a scan the hub re-armed.
 //
 // Ownership: Drop discards the pending wakeups of slots no longer owned;
 // after gaining slots, SignalScan covers their unsignalled backlog.

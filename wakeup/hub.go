@@ -30,6 +30,15 @@ type Options struct {
 	// wakeup (see the package documentation); default
 	// DefaultMaxPendingPerSlot (1024), and it must not be negative.
 	MaxPendingPerSlot int
+	// MaxPending bounds the times all slots together remember, counted
+	// as for MaxPendingPerSlot: the signal that would exceed it collapses
+	// the slot remembering the most into a single Scan wakeup, so a hub's
+	// memory does not grow with a backlog. A taker that scans a slot
+	// should signal no more than MaxPending divided by twice the number of
+	// slots it follows, or its own signals may collapse other slots at
+	// once. Default 0: no bound beyond MaxPendingPerSlot; it must not be
+	// negative.
+	MaxPending int
 }
 
 // Kind says what a Wakeup asks its taker to do.
@@ -108,6 +117,7 @@ type Hub struct {
 	nslots     int
 	nwords     int
 	maxPending int
+	maxTotal   int
 	onBlock    func() // test hook: called after a Wait has blocked
 
 	mu        sync.Mutex
@@ -117,6 +127,7 @@ type Hub struct {
 	waiters   []*waiter // blocked Wait calls, oldest first
 	free      []*entry  // recycled entries
 	seq       uint64
+	total     int // the slots' weights summed
 	collapses uint64
 	handoffs  uint64
 	closed    bool
@@ -141,7 +152,7 @@ type entry struct {
 	slot      int
 	instance  string
 	visibleAt time.Time   // earliest signalled time
-	later     []time.Time // sorted distinct follow-up times > visibleAt; a scan keeps at most one
+	later     []time.Time // sorted distinct follow-up times > visibleAt; a scan keeps none
 	key       time.Time   // due: when it became due; future: visibleAt
 	seq       uint64
 	due       bool
@@ -183,11 +194,15 @@ func New(opts Options) (*Hub, error) {
 	if opts.MaxPendingPerSlot < 0 {
 		return nil, fmt.Errorf("wakeup: Options.MaxPendingPerSlot %d is negative", opts.MaxPendingPerSlot)
 	}
+	if opts.MaxPending < 0 {
+		return nil, fmt.Errorf("wakeup: Options.MaxPending %d is negative", opts.MaxPending)
+	}
 	return &Hub{
 		clock:      opts.Clock,
 		nslots:     opts.Slots,
 		nwords:     (opts.Slots + 63) / 64,
 		maxPending: opts.MaxPendingPerSlot,
+		maxTotal:   opts.MaxPending,
 		slots:      make([]slotState, opts.Slots),
 		kick:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
@@ -305,7 +320,7 @@ func (h *Hub) claim(sl int, kind Kind, instance string, t, ckey time.Time, cseq 
 			}
 			s.entries[instance] = e
 		}
-		s.weight++
+		h.weigh(s, 1)
 		if t.After(now) {
 			e.key, e.seq = t, cseq
 			h.pushTimer(e)
@@ -318,6 +333,30 @@ func (h *Hub) claim(sl int, kind Kind, instance string, t, ckey time.Time, cseq 
 	}
 	if s.weight > h.maxPending {
 		h.collapse(sl, now)
+	}
+	if h.maxTotal > 0 && h.total > h.maxTotal {
+		h.collapseHeaviest(now)
+	}
+}
+
+// weigh changes slot s's weight by d, and the hub's total with it.
+func (h *Hub) weigh(s *slotState, d int) {
+	s.weight += d
+	h.total += d
+}
+
+// collapseHeaviest collapses the slot remembering the most times (the
+// lowest such slot on a tie); one remembering a single time (a scan or
+// one wakeup) cannot shrink and is left alone.
+func (h *Hub) collapseHeaviest(now time.Time) {
+	best := -1
+	for sl := range h.slots {
+		if w := h.slots[sl].weight; w > 1 && (best < 0 || w > h.slots[best].weight) {
+			best = sl
+		}
+	}
+	if best >= 0 {
+		h.collapse(best, now)
 	}
 }
 
@@ -360,24 +399,20 @@ func (h *Hub) raise(e *entry, key time.Time, seq uint64) {
 
 func (h *Hub) addLater(e *entry, t time.Time) {
 	if e.kind == Scan {
-		if len(e.later) == 0 {
-			e.later = append(e.later, t)
-		} else if t.Before(e.later[0]) {
-			e.later[0] = t
-		}
-		return
+		return // the scan's taker signals what it finds at its own time
 	}
 	i, found := slices.BinarySearchFunc(e.later, t, time.Time.Compare)
 	if found {
 		return
 	}
 	e.later = slices.Insert(e.later, i, t)
-	h.slots[e.slot].weight++
+	h.weigh(&h.slots[e.slot], 1)
 }
 
-// collapse replaces the slot's instance entries by one scan entry: visible
-// at the earliest of their times, in line at the earliest of their places,
-// with the first time still in the future after it as its follow-up.
+// collapse replaces the slot's instance entries by one scan entry, visible
+// at the earliest of their times and in line at the earliest of their
+// places. Their other times are forgotten: the scan's taker reads the
+// whole slot and signals again what is not yet visible there.
 func (h *Hub) collapse(sl int, now time.Time) {
 	s := &h.slots[sl]
 	var first *entry
@@ -395,21 +430,7 @@ func (h *Hub) collapse(sl int, now time.Time) {
 			vis = e.visibleAt
 		}
 	}
-	threshold := vis
-	if now.After(threshold) {
-		threshold = now
-	}
-	var next time.Time
-	consider := func(t time.Time) {
-		if t.After(threshold) && (next.IsZero() || t.Before(next)) {
-			next = t
-		}
-	}
 	for _, e := range s.entries {
-		consider(e.visibleAt)
-		for _, t := range e.later {
-			consider(t)
-		}
 		if !e.due {
 			h.timers.remove(e.idx)
 		}
@@ -419,15 +440,12 @@ func (h *Hub) collapse(sl int, now time.Time) {
 	h.due.Remove(sl)
 	scan := h.newEntry()
 	scan.kind, scan.slot, scan.visibleAt, scan.key, scan.seq = Scan, sl, vis, first.key, first.seq
-	if !next.IsZero() {
-		scan.later = append(scan.later, next)
-	}
 	for _, e := range s.entries {
 		h.release(e)
 	}
 	s.entries = nil
 	s.scan = scan
-	s.weight = 1
+	h.weigh(s, 1-s.weight)
 	h.collapses++
 	if vis.After(now) {
 		h.pushTimer(scan)
@@ -593,19 +611,19 @@ func (h *Hub) take(set *Set, now time.Time) (Wakeup, bool) {
 	})
 	rest := e.later[n:]
 	if e.kind == Instance {
-		s.weight -= n
+		h.weigh(s, -n)
 	}
 	if len(rest) > 0 {
 		e.visibleAt, e.later = rest[0], rest[1:]
 		if e.kind == Instance {
-			s.weight--
+			h.weigh(s, -1)
 		}
 		h.seq++
 		e.key, e.seq = e.visibleAt, h.seq
 		h.pushTimer(e)
 		return w, true
 	}
-	s.weight--
+	h.weigh(s, -1)
 	if e.kind == Scan {
 		s.scan = nil
 	} else {
@@ -751,6 +769,7 @@ func (h *Hub) dropSlot(sl int) {
 		}
 		h.release(s.scan)
 	}
+	h.total -= s.weight
 	h.slots[sl] = slotState{}
 	h.due.Remove(sl)
 }
@@ -780,6 +799,29 @@ func (h *Hub) HasDue(slots Set) bool {
 		h.promote(h.clock.Now())
 	}
 	return h.intersects(&slots, &h.due)
+}
+
+// DueCounts returns, for each slot in slots with wakeups that can be taken
+// now, how many it holds (a Scan counts one), and their sum. Its cost
+// grows with the number of slots, not with the wakeups pending: it is the
+// cheap question a backlog check asks many times a second, where Snapshot
+// would copy and sort everything.
+func (h *Hub) DueCounts(slots Set) (per map[int]int, total int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.closed {
+		h.promote(h.clock.Now())
+	}
+	per = map[int]int{}
+	for i := 0; i < h.nwords; i++ {
+		for m := slots.w[i] & h.due.w[i]; m != 0; m &= m - 1 {
+			sl := i*64 + bits.TrailingZeros64(m)
+			n := len(h.slots[sl].dueq)
+			per[sl] = n
+			total += n
+		}
+	}
+	return per, total
 }
 
 // Snapshot returns a copy of the hub's contents.
@@ -832,6 +874,7 @@ func (h *Hub) Close() {
 	h.waiters = nil
 	h.timers = nil
 	clear(h.slots)
+	h.total = 0
 	h.due = Set{}
 	h.mu.Unlock()
 	h.wg.Wait()

@@ -77,6 +77,19 @@ func hasDue(set Set, want bool) step {
 	}
 }
 
+func dueCounts(set Set, want map[int]int) step {
+	return func(e *env) {
+		e.t.Helper()
+		per, total := e.h.DueCounts(set)
+		sum := 0
+		for _, n := range want {
+			sum += n
+		}
+		require.Equal(e.t, want, per)
+		require.Equal(e.t, sum, total)
+	}
+}
+
 func requeueLast() step {
 	return func(e *env) { e.h.Requeue(e.taken[len(e.taken)-1]) }
 }
@@ -143,6 +156,21 @@ func TestHasDue(t *testing.T) {
 			advance(time.Second), hasDue(SetOf(3), true), takeInst(all, 3, "a", time.Second), hasDue(all, false)}},
 		{name: "scan", steps: []step{sigScan(5, 0), hasDue(SetOf(5), true), hasDue(SetOf(6), false)}},
 		{name: "does not take", steps: []step{sig(2, "a", 0), hasDue(all, true), hasDue(all, true), takeInst(all, 2, "a", 0), hasDue(all, false)}},
+	})
+}
+
+func TestDueCounts(t *testing.T) {
+	t.Parallel()
+	runScripts(t, []script{
+		{name: "empty", steps: []step{dueCounts(all, map[int]int{})}},
+		{name: "per slot, within the set", steps: []step{sig(3, "a", 0), sig(3, "b", 0), sig(9, "c", 0),
+			dueCounts(all, map[int]int{3: 2, 9: 1}), dueCounts(SetOf(9), map[int]int{9: 1}), dueCounts(SetOf(4), map[int]int{})}},
+		{name: "coalesced signals count once", steps: []step{sig(3, "a", 0), sig(3, "a", 0), dueCounts(all, map[int]int{3: 1})}},
+		{name: "future until its time", steps: []step{sig(3, "a", time.Second), sig(3, "b", 0), dueCounts(all, map[int]int{3: 1}),
+			advance(time.Second), dueCounts(all, map[int]int{3: 2})}},
+		{name: "a scan counts one", steps: []step{sig(5, "a", 0), sig(5, "b", 0), sigScan(5, 0), dueCounts(all, map[int]int{5: 1})}},
+		{name: "taken", steps: []step{sig(2, "a", 0), sig(2, "b", 0), takeInst(all, 2, "a", 0), dueCounts(all, map[int]int{2: 1}),
+			takeInst(all, 2, "b", 0), dueCounts(all, map[int]int{})}},
 	})
 }
 
@@ -282,21 +310,37 @@ func TestOverflowCollapsesToScan(t *testing.T) {
 			take(all, Scan, 7, "", -time.Second), none(all), pending(all, 0),
 			sig(7, "e", 0), takeInst(all, 7, "e", 0),
 		}},
-		{name: "follow-ups count and the first future one survives", opts: max3, steps: []step{
+		{name: "follow-ups count; the scan forgets them", opts: max3, steps: []step{
 			sig(7, "a", 0), sig(7, "a", time.Second), sig(7, "a", 2*time.Second), collapses(0),
 			sig(7, "b", 0), collapses(1),
-			take(all, Scan, 7, "", 0), pending(all, 1), none(all),
-			advance(time.Second), take(all, Scan, 7, "", time.Second), pending(all, 0),
+			take(all, Scan, 7, "", 0), pending(all, 0), none(all),
+			advance(time.Second), none(all), // the scan's taker signals a's 1s again if it is still there
+		}},
+		{name: "a taken scan leaves nothing to fold its taker's signals into", opts: max3, steps: []step{
+			sig(7, "a", 0), sig(7, "b", time.Minute), sig(7, "c", 0), sig(7, "d", 0), collapses(1),
+			take(all, Scan, 7, "", 0), pending(all, 0),
+			sig(7, "a", 0), sig(7, "b", time.Minute), takeInst(all, 7, "a", 0), none(all), pending(all, 1),
+		}},
+		{name: "the hub's bound collapses the heaviest slot", opts: Options{MaxPending: 4}, steps: []step{
+			sig(1, "a", 0), sig(2, "b", 0), sig(2, "c", 0), sig(3, "d", 0), collapses(0), pending(all, 4),
+			sig(3, "e", 0), collapses(1), pending(SetOf(2), 1), pending(SetOf(3), 2), // a tie: the lowest slot
+			sig(3, "f", 0), collapses(2), pending(SetOf(3), 1), pending(all, 3),
+			takeInst(all, 1, "a", 0), take(all, Scan, 2, "", 0), take(all, Scan, 3, "", 0), none(all),
+			sig(4, "g", 0), takeInst(all, 4, "g", 0),
+		}},
+		{name: "single wakeups never collapse", opts: Options{MaxPending: 2}, steps: []step{
+			sig(1, "a", 0), sig(2, "b", 0), sig(3, "c", 0), collapses(0), pending(all, 3),
+			takeInst(all, 1, "a", 0), takeInst(all, 2, "b", 0), takeInst(all, 3, "c", 0),
 		}},
 		{name: "signals fold into a pending scan", opts: Options{MaxPendingPerSlot: 1}, steps: []step{
 			sig(7, "a", 0), sig(7, "b", 0), collapses(1),
 			sig(7, "c", -time.Hour), sig(7, "d", time.Minute), pending(all, 1),
-			take(all, Scan, 7, "", -time.Hour), advance(time.Minute), take(all, Scan, 7, "", time.Minute), none(all),
+			take(all, Scan, 7, "", -time.Hour), advance(time.Minute), none(all),
 		}},
 		{name: "all future", opts: Options{MaxPendingPerSlot: 1}, steps: []step{
 			sig(7, "a", time.Minute), sig(7, "b", 2*time.Minute), none(all),
 			advance(time.Minute), take(all, Scan, 7, "", time.Minute), none(all),
-			advance(time.Minute), take(all, Scan, 7, "", 2*time.Minute),
+			advance(time.Minute), none(all),
 		}},
 		{name: "scan keeps the place of the oldest", opts: Options{MaxPendingPerSlot: 2}, steps: []step{
 			sig(7, "a", 0), advance(time.Second), sig(8, "x", time.Second), sig(7, "b", time.Second), sig(7, "c", time.Second),
@@ -304,7 +348,7 @@ func TestOverflowCollapsesToScan(t *testing.T) {
 		}},
 		{name: "SignalScan folds instance wakeups", steps: []step{
 			sig(7, "a", 0), sig(7, "b", time.Minute), sigScan(7, time.Second), pending(all, 1),
-			take(all, Scan, 7, "", 0), none(all), advance(time.Second), take(all, Scan, 7, "", time.Second), none(all),
+			take(all, Scan, 7, "", 0), none(all), advance(time.Second), none(all), // the 1s scan folded into the due one
 			advance(time.Minute), none(all), // b's 1m was forgotten: the scan's taker re-signals what it sees
 		}},
 		{name: "other slots unaffected", opts: Options{MaxPendingPerSlot: 1}, steps: []step{
@@ -532,7 +576,7 @@ func TestExactlyOnce(t *testing.T) {
 
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
-	for _, o := range []Options{{Slots: -1}, {Slots: MaxSlots + 1}, {MaxPendingPerSlot: -1}} {
+	for _, o := range []Options{{Slots: -1}, {Slots: MaxSlots + 1}, {MaxPendingPerSlot: -1}, {MaxPending: -1}} {
 		_, err := New(o)
 		require.Error(t, err, "%+v", o)
 	}

@@ -20,6 +20,7 @@ type model struct {
 	now       time.Time
 	seq       uint64
 	max       int
+	maxTotal  int
 	collapses uint64
 	slots     []mSlot
 }
@@ -39,8 +40,8 @@ type mEntry struct {
 	seq      uint64
 }
 
-func newModel(slots, max int) *model {
-	m := &model{now: epoch, max: max, slots: make([]mSlot, slots)}
+func newModel(slots, max, maxTotal int) *model {
+	m := &model{now: epoch, max: max, maxTotal: maxTotal, slots: make([]mSlot, slots)}
 	for i := range m.slots {
 		m.slots[i].entries = map[string]*mEntry{}
 	}
@@ -63,10 +64,7 @@ func (m *model) weight(sl int) int {
 
 func (m *model) addLater(e *mEntry, t time.Time) {
 	if e.kind == Scan {
-		if len(e.later) == 0 || t.Before(e.later[0]) {
-			e.later = []time.Time{t}
-		}
-		return
+		return // a scan's taker reads the whole slot
 	}
 	if !slices.ContainsFunc(e.later, t.Equal) {
 		e.later = append(e.later, t)
@@ -134,6 +132,17 @@ func (m *model) claim(sl int, kind Kind, instance string, t, key time.Time, seq 
 	if m.weight(sl) > m.max {
 		m.collapse(sl)
 	}
+	total, heaviest := 0, -1
+	for i := range m.slots {
+		w := m.weight(i)
+		total += w
+		if w > 1 && (heaviest < 0 || w > m.weight(heaviest)) {
+			heaviest = i
+		}
+	}
+	if m.maxTotal > 0 && total > m.maxTotal && heaviest >= 0 {
+		m.collapse(heaviest)
+	}
 }
 
 func (m *model) collapse(sl int) {
@@ -149,11 +158,6 @@ func (m *model) collapse(sl int) {
 	}
 	vis := slices.MinFunc(times, time.Time.Compare)
 	scan := &mEntry{kind: Scan, slot: sl, vis: vis, key: first.key, seq: first.seq}
-	for _, t := range times {
-		if t.After(vis) && t.After(m.now) {
-			m.addLater(scan, t)
-		}
-	}
 	s.entries = map[string]*mEntry{}
 	s.scan = scan
 	m.collapses++
@@ -247,12 +251,13 @@ func checkAgainstModel(t *testing.T, data []byte) {
 		return
 	}
 	max := 1 + int(data[0]%6)
+	maxTotal := []int{0, 3, 5, 9}[int(data[0]/6)%4]
 	data = data[1:]
 	clk := clocktest.NewManual(epoch)
-	h, err := New(Options{Slots: modelSlots, Clock: clk, MaxPendingPerSlot: max})
+	h, err := New(Options{Slots: modelSlots, Clock: clk, MaxPendingPerSlot: max, MaxPending: maxTotal})
 	require.NoError(t, err)
 	defer h.Close()
-	m := newModel(modelSlots, max)
+	m := newModel(modelSlots, max, maxTotal)
 	var taken []Wakeup
 	next := func() int {
 		if len(data) == 0 {

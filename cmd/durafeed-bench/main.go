@@ -113,6 +113,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.DurationVar(&bc.ActivityDelay, "backlog-activity", db.ActivityDelay, "backlog: how long each activity sleeps")
 	fs.IntVar(&bc.EnqueueConcurrency, "backlog-enqueue-concurrency", db.EnqueueConcurrency, "backlog: starts the client has in flight at once while it enqueues")
 	fs.DurationVar(&bc.MaxDrain, "backlog-max-drain", db.MaxDrain, "backlog: a drain still running after this is stopped and reported as such (negative: no limit)")
+	fs.DurationVar(&bc.PollingMaxDrain, "backlog-polling-max-drain", 0, "backlog: polling mode's drain bound (0: -backlog-max-drain); a deep polling drain stopped early still shows its pace and cost")
 	fs.IntVar(&sc.Orchestrations, "stress-orchestrations", ds.Orchestrations, "stress: instances started per scenario")
 	fs.IntVar(&sc.MaxInFlight, "stress-inflight", ds.MaxInFlight, "stress: instances in flight at once")
 	fs.IntVar(&sc.TasksPerInstance, "stress-tasks", ds.TasksPerInstance, "stress: activities each instance fans out")

@@ -99,11 +99,11 @@ func TestParseFlagsBacklog(t *testing.T) {
 			latencies: []time.Duration{0}},
 		{name: "every backlog flag", args: []string{"-backlog", "-backlog-depths", "10, 1000", "-backlog-polling-depths", "10,100",
 			"-backlog-replicas", "2", "-backlog-tasks", "3", "-backlog-activity", "5ms", "-backlog-enqueue-concurrency", "8",
-			"-backlog-max-drain", "-1s", "-latencies", "0,2ms"},
+			"-backlog-max-drain", "-1s", "-backlog-polling-max-drain", "5m", "-latencies", "0,2ms"},
 			want: func() bench.BacklogConfig {
 				c := bench.DefaultBacklogConfig()
 				c.Depths, c.PollingDepths, c.Replicas, c.TasksPerInstance = []int{10, 1000}, []int{10, 100}, 2, 3
-				c.ActivityDelay, c.EnqueueConcurrency, c.MaxDrain = 5*time.Millisecond, 8, -time.Second
+				c.ActivityDelay, c.EnqueueConcurrency, c.MaxDrain, c.PollingMaxDrain = 5*time.Millisecond, 8, -time.Second, 5*time.Minute
 				return c
 			}(), latencies: []time.Duration{0, 2 * time.Millisecond}},
 		{name: "the other phases' flags are overridden", args: []string{"-backlog", "-cases", "wake-local", "-replicas", "2", "-failover", "10s",
