@@ -263,6 +263,13 @@ type BacklogEngine struct {
 	Sweeps       int64 `json:"sweeps"`
 	HintScans    int64 `json:"hint_scans"`
 	HintsWritten int64 `json:"hints_written"`
+	// Scans are the slot scans run (a collapsed or newly owned slot, a
+	// hint, a scan's continuation).
+	Scans int64 `json:"scans"`
+	// PendingPeak is the most wakeups one replica's hubs held at a
+	// sample (every MemoryInterval): what bounds the replicas' memory for
+	// the backlog (engine.Stats.PendingOrch and PendingWork).
+	PendingPeak int `json:"pending_peak"`
 }
 
 // engineCounts sums the replicas' engine counters (nil in polling mode).
@@ -280,7 +287,33 @@ func engineCounts(replicas []*provider.Provider) *BacklogEngine {
 		out.Sweeps += st.Sweeps
 		out.HintScans += st.HintScans
 		out.HintsWritten += st.HintsWritten
+		out.Scans += st.Scans
 	}
+	return out
+}
+
+// pendingPeak samples the replicas' hubs every interval until stop is
+// closed, and returns the most wakeups one replica held at a sample.
+func pendingPeak(replicas []*provider.Provider, interval time.Duration, stop <-chan struct{}) <-chan int {
+	out := make(chan int, 1)
+	go func() {
+		peak := 0
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			for _, p := range replicas {
+				if st, ok := p.EngineStats(); ok {
+					peak = max(peak, st.PendingOrch+st.PendingWork)
+				}
+			}
+			select {
+			case <-stop:
+				out <- peak
+				return
+			case <-t.C:
+			}
+		}
+	}()
 	return out
 }
 
@@ -388,7 +421,7 @@ func (e *Env) RunBacklog(ctx context.Context, s BacklogScenario) (res BacklogRes
 	enq := time.Since(t0)
 	u1 := e.usage(container)
 	after := heapAfterGC()
-	res.EnqueueS, res.EnqueuePerSec = round2(enq.Seconds()), round2(float64(s.Depth)/enq.Seconds())
+	res.EnqueueS, res.EnqueuePerSec = roundS(enq), round2(float64(s.Depth)/enq.Seconds())
 	res.EnqueueRUPerStart = round2((u1.RequestCharge - u0.RequestCharge) / float64(s.Depth))
 	grew := float64(after.live) - float64(before.live)
 	res.EmulatorMB, res.EmulatorBytesPerStart = round2(grew/mib), round2(grew/float64(s.Depth))
@@ -457,13 +490,19 @@ func (e *Env) RunBacklog(ctx context.Context, s BacklogScenario) (res BacklogRes
 		s.Progress(fmt.Sprintf("backlog %s %d at %v: %d done after %.0f s (%d turns, %d activities), heap in use at most %.0f MB (replicas' part %.0f MB)",
 			s.Mode, s.Depth, e.Latency(), d.n.Load(), time.Since(d.start).Seconds(), turns, acts, m.HeapInusePeakMB, m.ReplicasPeakMB))
 	}
+	stopPeak := make(chan struct{})
+	peak := pendingPeak(replicas, w.MemoryInterval, stopPeak)
 	waitErr := error(errDrainTimeout)
 	if !joinCut {
 		waitErr = d.wait(ctx, w.MaxDrainOf(s.Mode), progress)
 	}
+	close(stopPeak)
 	uEnd := e.usage(container)
 	scans := e.scans.snapshot(container)
 	res.Engine = engineCounts(replicas)
+	if held := <-peak; res.Engine != nil {
+		res.Engine.PendingPeak = held
+	}
 	res.Memory, res.Host = mem.stop()
 	memStopped = true
 	res.TimedOut = errors.Is(waitErr, errDrainTimeout)
@@ -577,13 +616,17 @@ func completedSample(ctx context.Context, client *runtime.Client, container stri
 	return out
 }
 
+// roundS is d in seconds to the microsecond: a short enqueue or a drain
+// cut at once still reads as the positive time it took.
+func roundS(d time.Duration) float64 { return float64(d.Microseconds()) / 1e6 }
+
 // summarize fills the drain's figures: d's counts, the replicas'
 // counters, the window's usage u and query scans, the drain's length
 // (from the replicas' start) and the join's.
 func (r *BacklogResult) summarize(d *drainTracker, counters []*ackCounter, u Usage, scans map[string]QueryScan, drain, join time.Duration) {
 	r.Failed = int(d.fail.Load())
 	r.Completed = int(d.n.Load()) - r.Failed
-	r.DrainS = round3(drain.Seconds())
+	r.DrainS = roundS(drain)
 	r.Drain = DrainShape{P10S: secs(d.marks[0].Load()), P50S: secs(d.marks[1].Load()), P90S: secs(d.marks[2].Load())}
 	if drain > 0 {
 		r.OrchPerSec = round2(float64(r.Completed) / drain.Seconds())

@@ -8,7 +8,6 @@ import (
 
 	"github.com/durafeed/durafeed/slots"
 	"github.com/durafeed/durafeed/store"
-	"github.com/durafeed/durafeed/wakeup"
 )
 
 // A deep backlog in one slot: a scan signals at most scanLimit of it, and
@@ -48,7 +47,7 @@ func TestDeepSlotDrainsThroughBoundedScans(t *testing.T) {
 		require.NotNil(t, item, "%d of %d run, then no item", len(ran), n)
 		ran[item.Instance]++
 		f.fs.ackTurn(item.Instance)
-		require.LessOrEqual(t, f.e.orch.Pending(wakeup.SetOf(slot)), limit+1, "the hub holds more than a scan signals")
+		require.LessOrEqual(t, f.e.Stats().PendingOrch, limit+1, "the hub holds more than a scan signals")
 	}
 	require.Len(t, ran, n)
 	for inst, times := range ran {
@@ -63,6 +62,7 @@ func TestDeepSlotDrainsThroughBoundedScans(t *testing.T) {
 		}
 	}
 	require.Equal(t, n/limit+1, scans, "one scan, then one each time its rows were taken")
+	require.Equal(t, int64(scans), f.e.Stats().Scans)
 	f.e.mu.Lock()
 	defer f.e.mu.Unlock()
 	require.False(t, f.e.moreOrch.Contains(slot), "the last scan left nothing")

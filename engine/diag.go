@@ -41,6 +41,14 @@ type Stats struct {
 	// Eager counts work this process wrote in slots other replicas own
 	// that it signalled to its own idle fetches (unless Options.DisableEager).
 	Eager int64
+	// Scans counts the queue reads of one slot run for a Scan wakeup (a
+	// collapsed slot, a newly owned one, another replica's hint, or the
+	// continuation of a scan that left rows).
+	Scans int64
+	// PendingOrch and PendingWork are gauges, not counters: the
+	// orchestration and worker wakeups the hubs hold when Stats is called,
+	// at most 16,384 and 65,536 (the hubs' bounds).
+	PendingOrch, PendingWork int
 }
 
 // Stats returns the counters so far.
@@ -50,7 +58,8 @@ func (e *Engine) Stats() Stats {
 		SweepDelivered: s.sweepDelivered.Load(), Sweeps: s.sweeps.Load(), Catchups: s.catchups.Load(),
 		HintsWritten: s.hintsWritten.Load(), HintScans: s.hintScans.Load(),
 		WorkSettled: s.workSettled.Load(), WorkSkipped: s.workSkipped.Load(), IntentsHeld: s.intentsHeld.Load(),
-		LocksReleased: s.locksReleased.Load(), TurnsPutOff: s.turnsPutOff.Load(), HoldsLearned: s.holdsLearned.Load(), Eager: s.eager.Load()}
+		LocksReleased: s.locksReleased.Load(), TurnsPutOff: s.turnsPutOff.Load(), HoldsLearned: s.holdsLearned.Load(), Eager: s.eager.Load(),
+		Scans: s.scans.Load(), PendingOrch: e.orch.Pending(allSlots), PendingWork: e.work.Pending(allSlots)}
 }
 
 // ReplicaID is the replica's name in lease documents.

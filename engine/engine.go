@@ -161,6 +161,7 @@ type engineStats struct {
 	turnsPutOff    atomic.Int64 // orchestration wakeups put off for siblings
 	holdsLearned   atomic.Int64 // await holds taken from the feed's instance versions
 	eager          atomic.Int64 // wakeups of own writes run here in slots owned elsewhere
+	scans          atomic.Int64 // slot scans run (scanOrch, scanWork)
 }
 
 // parkedWI is a worker wakeup the fetch that took it could not use.

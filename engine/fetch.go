@@ -241,6 +241,7 @@ func (e *Engine) takeRefused(filter *durable.DispatcherCapabilityFilter) (wakeup
 // scanOrch runs the candidate query for one slot and signals what it finds
 // (future work and lock expiries included).
 func (e *Engine) scanOrch(ctx context.Context, slot int) error {
+	e.stats.scans.Add(1)
 	rows, err := e.s.QueueHeads(ctx, store.HeadQuery{Blocks: []slots.Block{{First: slot, Last: slot}}, Orchestrator: true})
 	if err != nil {
 		return err
@@ -548,6 +549,7 @@ func (e *Engine) workWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 // for another replica's backlog hint only items this fetch may take now
 // matter: the owner tracks the rest.
 func (e *Engine) scanWork(ctx context.Context, slot int, session *durable.SessionFetchConfig, tags durable.TagFilter) error {
+	e.stats.scans.Add(1)
 	q := store.HeadQuery{Blocks: []slots.Block{{First: slot, Last: slot}}, Worker: true}
 	if !e.isOwned(slot) {
 		q.DueOnly, q.Tags, q.NoSessions = true, tags, session == nil
