@@ -2,6 +2,7 @@ package query
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -67,6 +68,9 @@ func (q *Query) indexPlan(n *node, params map[string]any) *IndexPlan {
 			return b
 		case b == nil:
 			return a
+		}
+		if r := mergeRanges(a, b); r != nil {
+			return r
 		}
 		return &IndexPlan{Op: IndexAnd, Kids: []*IndexPlan{a, b}}
 	case nOr:
@@ -310,4 +314,23 @@ func (pl *IndexPlan) InRange(v any) bool {
 		}
 	}
 	return true
+}
+
+// mergeRanges returns the one range both a and b describe when they are
+// ranges on the same path with bounds of one kind, the one bounded only
+// below and the other only above (c.x >= lo AND c.x <= hi): an index then
+// reads the values between the bounds instead of everything beyond one of
+// them. The range holds for exactly the values both hold for. Otherwise
+// it returns nil.
+func mergeRanges(a, b *IndexPlan) *IndexPlan {
+	if a.Op != IndexRange || b.Op != IndexRange || !slices.Equal(a.Path, b.Path) {
+		return nil
+	}
+	if b.HasLo && !b.HasHi && a.HasHi && !a.HasLo {
+		a, b = b, a
+	}
+	if !a.HasLo || a.HasHi || !b.HasHi || b.HasLo || !SameKind(a.Lo, b.Hi) {
+		return nil
+	}
+	return &IndexPlan{Op: IndexRange, Path: a.Path, Lo: a.Lo, HasLo: true, LoIncl: a.LoIncl, Hi: b.Hi, HasHi: true, HiIncl: b.HiIncl}
 }

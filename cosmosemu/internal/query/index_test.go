@@ -40,3 +40,48 @@ func TestIndexPlan(t *testing.T) {
 		})
 	}
 }
+
+// TestIndexPlanMergesRanges: two one-sided ranges on one path joined by
+// AND become the one range between their bounds, which holds for exactly
+// the values the pair holds for; anything else stays an AND.
+func TestIndexPlanMergesRanges(t *testing.T) {
+	t.Parallel()
+	params := map[string]any{"@lo": 3, "@hi": 7}
+	tests := []struct {
+		where  string
+		merged bool
+	}{
+		{"c.s >= @lo AND c.s <= @hi", true},
+		{"c.s < @hi AND c.s > @lo", true},
+		{"(c.s >= @lo AND c.s <= @hi) AND c.t = 'q'", true},
+		{"c.s >= @lo AND c.s >= @hi", false},
+		{"c.s >= @lo AND c.u <= @hi", false},
+		{"c.s >= @lo AND c.s <= 'z'", false},
+		{"c.s >= @lo AND c.s = 5", false},
+	}
+	docs := []map[string]any{{"s": 2.0}, {"s": 3.0}, {"s": 5.0}, {"s": 7.0}, {"s": 8.0}, {"s": "4"}, {"s": nil}, {}, {"s": 5.0, "t": "q"}}
+	for _, tc := range tests {
+		t.Run(tc.where, func(t *testing.T) {
+			q, err := Parse("SELECT * FROM c WHERE " + tc.where)
+			require.NoError(t, err)
+			pl := q.IndexPlan(params)
+			require.NotNil(t, pl)
+			var rng *IndexPlan
+			switch {
+			case pl.Op == IndexRange:
+				rng = pl
+			case pl.Op == IndexAnd && pl.Kids[0].Op == IndexRange && pl.Kids[0].HasLo && pl.Kids[0].HasHi:
+				rng = pl.Kids[0]
+			}
+			require.Equal(t, tc.merged, rng != nil, "%+v", pl)
+			// Every condition here is servable, so the plan holds exactly
+			// where the WHERE clause does: the query's own evaluation is
+			// the reference.
+			for _, d := range docs {
+				rows, err := q.Execute([]map[string]any{d}, params)
+				require.NoError(t, err)
+				require.Equal(t, len(rows) == 1, pl.Holds(d), "%v", d)
+			}
+		})
+	}
+}
