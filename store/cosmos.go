@@ -142,7 +142,10 @@ func (s *client) querySession(ctx context.Context, partition *string, session, s
 	if partition != nil {
 		key = pk(*partition)
 	}
-	opts := &azcosmos.QueryOptions{QueryParameters: params}
+	// Every page is read: let the service size them (up to its 4 MB
+	// response bound) rather than at 100 items, so a queue-wide read is a
+	// few round trips and page charges instead of one per 100 rows.
+	opts := &azcosmos.QueryOptions{QueryParameters: params, PageSizeHint: -1}
 	if session != "" {
 		opts.SessionToken = &session
 	}
