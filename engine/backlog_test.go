@@ -3,11 +3,13 @@ package engine
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/durafeed/durafeed/slots"
 	"github.com/durafeed/durafeed/store"
+	"github.com/durafeed/durafeed/wakeup"
 )
 
 // A deep backlog in one slot: a scan signals at most scanLimit of it, and
@@ -93,5 +95,39 @@ func TestDueFirst(t *testing.T) {
 			}
 			require.Equal(t, tc.want, got)
 		})
+	}
+}
+
+// TestMaintenanceScanFinishesNothing: deferred checks past the maintenance
+// hub's bound collapse into a Scan, which names no instance: the loop
+// leaves them to the sweep's repair pass instead of finishing instance "".
+func TestMaintenanceScanFinishesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{})
+	f.joinOwning(0)
+	slot, _, _ := f.leaseSlots(0).Bounds()
+	insts := instancesInSlot(slot, wakeup.DefaultMaxPendingPerSlot+1)
+	// Checks due later pile up (the loop cannot take them yet) and pass
+	// the bound.
+	later := f.clk.Now().Add(time.Minute)
+	for _, inst := range insts {
+		f.e.maint.Signal(slot, inst, later)
+	}
+	require.Equal(t, uint64(1), f.e.maint.Snapshot().Collapses)
+	f.clk.Advance(time.Minute)
+	require.Eventually(t, func() bool { return f.e.maint.Pending(wakeup.All(slots.Count)) == 0 }, hangGuard, time.Millisecond)
+	// The loop is sequential: once a check signalled after the scan has
+	// run, the scan has been handled.
+	f.e.maint.Signal(slot, "after-the-scan", f.clk.Now())
+	require.Eventually(t, func() bool {
+		for _, c := range f.fs.callsOf(opFinishInstance) {
+			if c.Instance == "after-the-scan" {
+				return true
+			}
+		}
+		return false
+	}, hangGuard, time.Millisecond)
+	for _, c := range f.fs.callsOf(opFinishInstance) {
+		require.NotEmpty(t, c.Instance, "FinishInstance of no instance")
 	}
 }

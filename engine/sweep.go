@@ -96,6 +96,13 @@ func (e *Engine) maintLoop(ctx context.Context) {
 		if !ok {
 			continue
 		}
+		if w.Kind == wakeup.Scan {
+			// The slot held more deferred checks than the hub's bound: the
+			// hub forgot which. The safety sweep's repair pass finishes
+			// publications and deletions older than the repair age.
+			e.log.Info("deferred checks of a slot left to the safety sweep", zap.Int("slot", w.Slot))
+			continue
+		}
 		if err := e.s.FinishInstance(ctx, w.Instance); err != nil && ctx.Err() == nil {
 			e.log.Warn("deferred publication or deletion failed", zap.String("instance", w.Instance), zap.Error(err))
 		}
