@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/durafeed/durafeed/outbox"
 	"github.com/durafeed/durafeed/slots"
 	"github.com/durafeed/durafeed/store"
 	"github.com/durafeed/durafeed/wakeup"
@@ -130,4 +131,35 @@ func TestMaintenanceScanFinishesNothing(t *testing.T) {
 	for _, c := range f.fs.callsOf(opFinishInstance) {
 		require.NotEmpty(t, c.Instance, "FinishInstance of no instance")
 	}
+}
+
+// TestSweepLeavesFollowedScansAlone: the safety sweep does not re-signal
+// the rows of a slot whose last scan left rows while that slot still holds
+// what the scan signalled (its next scan reads them), but does once the
+// slot holds nothing, and always for other slots.
+func TestSweepLeavesFollowedScansAlone(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{})
+	f.joinOwning(0)
+	set := f.leaseSlots(0)
+	followed, _, _ := set.Bounds()
+	insts := instancesInSlot(followed, 2)
+	a, held := insts[0], insts[1]
+	b := instIn(t, set.Difference(wakeup.SetOf(followed)), "b")
+	f.fs.putMsg(t, a, "m1")
+	f.fs.putMsg(t, b, "m1")
+	f.fs.setStale([]store.QueueHead{f.fs.head(t, a, "m1"), f.fs.head(t, b, "m1")}, outbox.Findings{})
+	f.e.mu.Lock()
+	f.e.moreOrch.Add(followed)
+	f.e.mu.Unlock()
+	f.e.orch.Signal(followed, orchKey(held), f.clk.Now()) // what the scan signalled
+
+	f.e.sweepOnce(f.ctx())
+	orch, _ := pendingKeys(f.e.orch)
+	require.ElementsMatch(t, []string{orchKey(held), orchKey(b)}, orch)
+
+	f.e.orch.Drop(wakeup.All(slots.Count)) // the scan's share taken
+	f.e.sweepOnce(f.ctx())
+	orch, _ = pendingKeys(f.e.orch)
+	require.ElementsMatch(t, []string{orchKey(a), orchKey(b)}, orch)
 }

@@ -28,22 +28,38 @@ func (e *Engine) sweepOnce(ctx context.Context) {
 	// scan signalled, is scanned again once those are taken: signalling
 	// its rows here too would only collapse the hub's bounded slots (see
 	// orchHubBound).
-	e.mu.Lock()
-	moreOrch, moreWork := e.moreOrch, e.moreWork
-	e.mu.Unlock()
-	following := func(hub *wakeup.Hub, more wakeup.Set, slot int) bool {
-		return more.Contains(slot) && hub.Pending(wakeup.SetOf(slot)) > 0
-	}
+	skipOrch, skipWork := e.followedScans()
 	for _, q := range heads {
-		if (q.IsOrchestrator() && following(e.orch, moreOrch, q.DispatchSlot)) || (!q.IsOrchestrator() && following(e.work, moreWork, q.DispatchSlot)) {
-			continue
+		skip := skipWork
+		if q.IsOrchestrator() {
+			skip = skipOrch
 		}
-		e.signalQueue(q, false)
+		if !skip.Contains(q.DispatchSlot) {
+			e.signalQueue(q, false)
+		}
 	}
 	r := e.out.Repair(ctx, found, e.s)
 	e.delivered(r.Targets...)
 	e.stats.sweepDelivered.Add(int64(r.Delivered))
 	e.pruneReleased(e.now())
+}
+
+// followedScans returns the slots, per hub, whose last scan left rows and
+// which still hold wakeups: continueScan scans them again.
+func (e *Engine) followedScans() (orch, work wakeup.Set) {
+	e.mu.Lock()
+	moreOrch, moreWork := e.moreOrch, e.moreWork
+	e.mu.Unlock()
+	held := func(hub *wakeup.Hub, more wakeup.Set) wakeup.Set {
+		var out wakeup.Set
+		for sl := range more.All() {
+			if hub.Pending(wakeup.SetOf(sl)) > 0 {
+				out.Add(sl)
+			}
+		}
+		return out
+	}
+	return held(e.orch, moreOrch), held(e.work, moreWork)
 }
 
 func (e *Engine) sweepLoop(s *session) {
