@@ -134,7 +134,7 @@ type session struct {
 // signals at most scanLimit of what it finds, so that it never collapses a
 // slot again at once, and marks the slot for another scan once what it
 // signalled is taken (continueScan). So a replica holds at most 16,384
-// orchestration and 65,536 worker wakeups (about 13 MB) however deep the
+// orchestration and 65,536 worker wakeups (about 14 MB, BenchmarkPendingMemory) however deep the
 // backlog. Worker wakeups are per document (one orchestration may fan out
 // thousands of activities), orchestration wakeups per instance.
 const (
