@@ -397,7 +397,12 @@ func TestListFiltersAndCustomStatus(t *testing.T) {
 	f := newFixtureOf(t, fixtureOpts{register: registerJourney})
 	require.Equal(t, http.StatusCreated, f.do(t, "POST", "/v1/instances", `{"name":"Echo","instanceId":"old"}`).status)
 	require.Equal(t, "Completed", f.do(t, "GET", "/v1/instances/old?wait=20s", "").body["state"])
-	time.Sleep(20 * time.Millisecond)
+	// The next start must be created in a later millisecond than this one.
+	listed := f.do(t, "GET", "/v1/instances", "").body["instances"].([]any)
+	require.Len(t, listed, 1)
+	oldAt, err := time.Parse(time.RFC3339Nano, listed[0].(map[string]any)["createdAt"].(string))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return time.Now().After(oldAt.Add(time.Millisecond)) }, 10*time.Second, time.Millisecond)
 	require.Equal(t, http.StatusCreated, f.do(t, "POST", "/v1/instances", `{"name":"Status","instanceId":"new"}`).status)
 	f.running(t, "new")
 
