@@ -41,6 +41,10 @@ type Stats struct {
 	// Eager counts work this process wrote in slots other replicas own
 	// that it signalled to its own idle fetches (unless Options.DisableEager).
 	Eager int64
+	// WriteLocked counts turns locked by the enqueue that wrote their
+	// message (LockOnWrite, store.EnqueueLocked) and handed to a fetch
+	// here.
+	WriteLocked int64
 	// Scans counts the queue reads of one slot run for a Scan wakeup (a
 	// collapsed slot, a newly owned one, another replica's hint, or the
 	// continuation of a scan that left rows).
@@ -49,6 +53,9 @@ type Stats struct {
 	// orchestration and worker wakeups the hubs hold when Stats is called,
 	// at most 16,384 and 65,536 (the hubs' bounds).
 	PendingOrch, PendingWork int
+	// OrchFetching is a gauge too: the orchestration fetches in flight
+	// (waiting for work or locking it) when Stats is called.
+	OrchFetching int
 }
 
 // Stats returns the counters so far.
@@ -59,7 +66,9 @@ func (e *Engine) Stats() Stats {
 		HintsWritten: s.hintsWritten.Load(), HintScans: s.hintScans.Load(),
 		WorkSettled: s.workSettled.Load(), WorkSkipped: s.workSkipped.Load(), IntentsHeld: s.intentsHeld.Load(),
 		LocksReleased: s.locksReleased.Load(), TurnsPutOff: s.turnsPutOff.Load(), HoldsLearned: s.holdsLearned.Load(), Eager: s.eager.Load(),
-		Scans: s.scans.Load(), PendingOrch: e.orch.Pending(allSlots), PendingWork: e.work.Pending(allSlots)}
+		WriteLocked: s.writeLocked.Load(),
+		Scans:       s.scans.Load(), PendingOrch: e.orch.Pending(allSlots), PendingWork: e.work.Pending(allSlots),
+		OrchFetching: int(e.orchInFlight.Load())}
 }
 
 // ReplicaID is the replica's name in lease documents.

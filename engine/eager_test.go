@@ -235,3 +235,73 @@ func TestOwnWriteLocksFromItsHead(t *testing.T) {
 		})
 	}
 }
+
+// TestHandOver: a write may lock its turn (LockOnWrite) only once a
+// fetch has run, while a fetch waits for its slot, one turn at a time;
+// the turn it hands over wakes the waiting fetch, which returns it with
+// no lock of its own. A write that locked nothing frees its
+// reservation; a turn no fetch took is dropped for release; a closed
+// engine takes no turn.
+func TestHandOver(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{})
+	f.joinOwning(0)
+	inst := instIn(t, f.leaseSlots(2), "hand")
+	_, ok := f.e.LockOnWrite(inst)
+	require.False(t, ok, "no fetch has run: no lock parameters")
+
+	fetch := func(ctx context.Context) <-chan *durable.OrchestrationItem {
+		got := make(chan *durable.OrchestrationItem, 1)
+		go func() {
+			item, _ := f.e.FetchOrchestrationItem(ctx, testLock, hangGuard, nil)
+			got <- item
+		}()
+		require.Eventually(t, func() bool { return f.e.orch.Waiting(slots.Of(inst)) }, hangGuard, time.Millisecond, "the fetch waits")
+		return got
+	}
+	got := fetch(f.ctx())
+	req, ok := f.e.LockOnWrite(inst)
+	require.True(t, ok)
+	require.Equal(t, inst, req.Instance)
+	require.Equal(t, testLock, req.LockTimeout)
+	_, ok = f.e.LockOnWrite(inst)
+	require.False(t, ok, "one handed turn at a time")
+	first := &durable.OrchestrationItem{Instance: inst, LockToken: "t1"}
+	require.True(t, f.e.HandOver(store.LockResult{Item: first, HeldUntil: f.clk.Now().Add(testLock).UnixMilli()}))
+	select {
+	case item := <-got:
+		require.Same(t, first, item)
+	case <-time.After(hangGuard):
+		t.Fatal("the handed turn did not wake the fetch")
+	}
+	require.Empty(t, f.fs.callsOf(opLockInstance), "the fetch locked nothing itself")
+	require.Equal(t, int64(1), f.e.Stats().WriteLocked)
+
+	// A write that locked nothing frees its reservation.
+	ctx, cancel := context.WithCancel(f.ctx())
+	got = fetch(ctx)
+	_, ok = f.e.LockOnWrite(inst)
+	require.True(t, ok)
+	require.True(t, f.e.HandOver(store.LockResult{}))
+	_, ok = f.e.LockOnWrite(inst)
+	require.True(t, ok, "the reservation was freed")
+
+	// The fetch goes away before the turn is handed: the turn waits for
+	// the next fetch, or is dropped for release.
+	cancel()
+	require.Nil(t, <-got)
+	require.True(t, f.e.HandOver(store.LockResult{Item: &durable.OrchestrationItem{Instance: inst, LockToken: "t2"}}))
+	require.Equal(t, []string{"t2"}, f.e.DropHanded())
+	require.Empty(t, f.e.DropHanded())
+
+	// Closed meanwhile: the turn goes to no fetch.
+	got = fetch(f.ctx())
+	_, ok = f.e.LockOnWrite(inst)
+	require.True(t, ok)
+	f.e.Close(true)
+	<-got
+	require.False(t, f.e.HandOver(store.LockResult{Item: &durable.OrchestrationItem{Instance: inst, LockToken: "t3"}}))
+	require.Empty(t, f.e.DropHanded())
+	_, ok = f.e.LockOnWrite(inst)
+	require.False(t, ok)
+}

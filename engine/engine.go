@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/changefeed"
+	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/internal/clock"
 	"github.com/durafeed/durafeed/leasestore"
 	"github.com/durafeed/durafeed/outbox"
@@ -53,6 +54,9 @@ type Engine struct {
 
 	orchInFlight  atomic.Int32 // FetchOrchestrationItem calls in flight
 	lastOrchFetch atomic.Int64 // unix ms at which the last one returned
+	// fetchParams are the latest orchestration fetch's lock parameters
+	// (nil before the first): LockOnWrite locks with them.
+	fetchParams atomic.Pointer[fetchParams]
 
 	mu        sync.Mutex
 	blocked   map[string]int       // instances found locked with work waiting: slot
@@ -63,10 +67,15 @@ type Engine struct {
 	wlocked   map[string]int64     // work items the feed showed locked: key -> lockedUntil
 	parked    map[string]parkedWI  // worker wakeups no fetch so far could take (tag, session)
 	refused   map[string]refusedOI // orchestration wakeups refused by a capability filter
-	moreOrch  wakeup.Set           // owned slots whose last orchestrator scan left rows unsignalled
-	moreWork  wakeup.Set           // the same for worker scans
-	sib       siblings             // activities turns scheduled here, not yet seen done (SiblingWait)
-	watch     watchState           // instance watches over the peer wake channel (own mutex)
+	// handed are turns writes of this process locked for its fetches
+	// (HandOver), oldest first; handReserved the writes LockOnWrite
+	// allowed that have not handed theirs over yet.
+	handed       []*durable.OrchestrationItem
+	handReserved int
+	moreOrch     wakeup.Set // owned slots whose last orchestrator scan left rows unsignalled
+	moreWork     wakeup.Set // the same for worker scans
+	sib          siblings   // activities turns scheduled here, not yet seen done (SiblingWait)
+	watch        watchState // instance watches over the peer wake channel (own mutex)
 
 	// Worker dispatch capacity, for backlog hints.
 	workWaiting atomic.Int32 // FetchWorkItem calls in flight
@@ -161,6 +170,7 @@ type engineStats struct {
 	turnsPutOff    atomic.Int64 // orchestration wakeups put off for siblings
 	holdsLearned   atomic.Int64 // await holds taken from the feed's instance versions
 	eager          atomic.Int64 // wakeups of own writes run here in slots owned elsewhere
+	writeLocked    atomic.Int64 // turns locked by the write of their message (HandOver)
 	scans          atomic.Int64 // slot scans run (scanOrch, scanWork)
 }
 

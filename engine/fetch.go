@@ -34,6 +34,7 @@ func (e *Engine) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTi
 		// container: say so rather than "no work".
 		return nil, err
 	}
+	e.fetchParams.Store(&fetchParams{lockTimeout: lockTimeout, filter: filter})
 	e.orchInFlight.Add(1)
 	defer func() {
 		e.lastOrchFetch.Store(e.clk.Now().UnixMilli())
@@ -50,6 +51,10 @@ func (e *Engine) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTi
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, cancelled(op, ctx)
+		}
+		if item, ok := e.takeHanded(); ok {
+			e.stats.orchFetched.Add(1)
+			return item, nil
 		}
 		if w, ok := e.takeRefused(filter); ok {
 			item, err := e.orchWakeup(ctx, w, lockTimeout, filter)

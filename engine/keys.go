@@ -31,10 +31,14 @@ const (
 	// the worker document, id, its ack removed (the owner counts that
 	// activity done).
 	kindSettle
+	// kindHanded names a turn of an instance that a write of this
+	// process locked for a local fetch (Engine.HandOver; the orchestrator
+	// hub only, never on the wire).
+	kindHanded
 )
 
 // letters are the encodings' kind letters (kindWork has none).
-var letters = [...]byte{kindMessages: 'w', kindLockExpiry: 'l', kindArrival: 'a', kindSettle: 'c'}
+var letters = [...]byte{kindMessages: 'w', kindLockExpiry: 'l', kindArrival: 'a', kindSettle: 'c', kindHanded: 'h'}
 
 // key is a typed wakeup key.
 type key struct {
@@ -50,7 +54,7 @@ func (k key) String() string {
 	switch k.kind {
 	case kindWork:
 		return named
-	case kindMessages, kindLockExpiry:
+	case kindMessages, kindLockExpiry, kindHanded:
 		return string(letters[k.kind]) + k.instance
 	default:
 		return string(letters[k.kind]) + named
@@ -74,7 +78,7 @@ func parseKind(s string, kind keyKind) (key, bool) {
 	case kindWork:
 		inst, id, ok := splitNamed(s)
 		return key{kind: kindWork, instance: inst, id: id}, ok && inst != "" && id != ""
-	case kindMessages, kindLockExpiry:
+	case kindMessages, kindLockExpiry, kindHanded:
 		if len(s) < 2 || s[0] != letters[kind] {
 			return key{}, false
 		}
@@ -108,6 +112,10 @@ func orchKey(instance string) string { return key{kind: kindMessages, instance: 
 // lockKey is the orchestrator hub's key of the expiry of a lock on
 // instance.
 func lockKey(instance string) string { return key{kind: kindLockExpiry, instance: instance}.String() }
+
+// handKey is the orchestrator hub's key of a turn of instance a write of
+// this process locked (HandOver).
+func handKey(instance string) string { return key{kind: kindHanded, instance: instance}.String() }
 
 // workKey is the worker hub's key of the worker document id of instance.
 func workKey(instance, id string) string {

@@ -17,6 +17,7 @@ func TestKeyEncoding(t *testing.T) {
 	}{
 		{key{kind: kindMessages, instance: "i"}, "wi"},
 		{key{kind: kindLockExpiry, instance: "i"}, "li"},
+		{key{kind: kindHanded, instance: "i"}, "hi"},
 		{key{kind: kindWork, instance: "inst", id: "w:1:2"}, "4:instw:1:2"},
 		{key{kind: kindArrival, instance: "with:colon", id: "m:1"}, "a10:with:colonm:1"},
 		{key{kind: kindSettle, instance: "12:34", id: "w:1:2"}, "c5:12:34w:1:2"},
@@ -52,6 +53,7 @@ func TestParseKeyRefuses(t *testing.T) {
 		{arrival, []keyKind{kindMessages, kindSettle}},
 		{orchKey("i"), []keyKind{kindSettle, kindArrival, kindLockExpiry}},
 		{lockKey("i"), []keyKind{kindMessages, kindSettle}},
+		{handKey("i"), []keyKind{kindMessages, kindLockExpiry}}, // a fetch's orchWakeup skips it
 	} {
 		_, ok := parseKey(tc.s, tc.accepted...)
 		require.False(t, ok, "%q as %v", tc.s, tc.accepted)

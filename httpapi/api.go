@@ -366,25 +366,32 @@ func (a *api) start(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "/v1/instances/"+url.PathEscape(req.InstanceID))
 		writeJSON(w, http.StatusCreated, StartResponse{InstanceID: req.InstanceID})
 	}
-	if key != "" {
-		rs, err := a.c.StartRecorded(r.Context(), req.InstanceID, req.Name, input, opts...)
-		if done, ok := a.recorded(w, rs, err); ok {
+	// A keyed start reads its request record and the instance's status at
+	// once (one round trip's wait): a resend needs only the first, and
+	// wastes the second (a point read, and the history of an instance
+	// that has started). The status of an existing instance is the
+	// conflict's answer.
+	var st runtime.Status
+	var err error
+	readStatus := func() { st, err = a.c.GetStatus(r.Context(), req.InstanceID) }
+	if key == "" {
+		readStatus()
+	} else {
+		var rs durable.RequestState
+		var rsErr error
+		atOnce(readStatus, func() { rs, rsErr = a.c.StartRecorded(r.Context(), req.InstanceID, req.Name, input, opts...) })
+		if done, ok := a.recorded(w, rs, rsErr); ok {
 			if done {
 				created() // a resend: the first start's answer
 			}
 			return
 		}
 	}
-	st, err := a.state(r.Context(), req.InstanceID)
 	if err != nil {
 		writeError(w, providerError(err))
 		return
 	}
 	if st.State != runtime.StateNotFound {
-		if st, err = a.c.GetStatus(r.Context(), req.InstanceID); err != nil {
-			writeError(w, providerError(err))
-			return
-		}
 		body := a.describe(r.Context(), st)
 		writeJSON(w, http.StatusConflict, struct {
 			Error  apiError       `json:"error"`
@@ -568,13 +575,9 @@ func (a *api) accept(w http.ResponseWriter, r *http.Request, id string, c call) 
 	var st runtime.Status
 	var stErr error
 	if len(opts) > 0 {
-		stDone := make(chan struct{})
-		go func() {
-			defer close(stDone)
-			st, stErr = a.state(r.Context(), id)
-		}()
-		rs, err := c.recorded(r.Context(), opts)
-		<-stDone
+		var rs durable.RequestState
+		var err error
+		atOnce(func() { st, stErr = a.state(r.Context(), id) }, func() { rs, err = c.recorded(r.Context(), opts) })
 		if done, ok := a.recorded(w, rs, err); ok {
 			if done {
 				w.WriteHeader(http.StatusAccepted)
@@ -592,6 +595,17 @@ func (a *api) accept(w http.ResponseWriter, r *http.Request, id string, c call) 
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// atOnce runs f and g at the same time and returns when both have.
+func atOnce(f, g func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g()
+	}()
+	f()
+	<-done
 }
 
 // running answers 404 or 409 and reports false unless the instance

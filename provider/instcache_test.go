@@ -186,6 +186,53 @@ func TestStaleRememberedDocument(t *testing.T) {
 	require.Equal(t, "set elsewhere", d["customStatus"], "the lock and the commit started from the current document")
 }
 
+// TestReadRemembersInstance: a status read remembers the instance
+// document it read as a write of this process would be: the next fetch
+// locks from it (one query and the lock batch) although what this
+// process wrote last went stale; a read of a locked document forgets
+// the instance.
+func TestReadRemembersInstance(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newInstCacheFixture(t, 0)
+	raw := rawContainer(t, f.container)
+	var pt azcosmos.PatchOperations
+	pt.AppendSet("/customStatus", "set elsewhere")
+	_, err := raw.PatchItem(ctx, azcosmos.NewPartitionKeyString(f.inst), "instance", pt, nil)
+	require.NoError(t, err)
+
+	info, err := f.p.GetInstanceInfo(ctx, f.inst)
+	require.NoError(t, err)
+	require.NotNil(t, info.CustomStatus)
+	require.Equal(t, "set elsewhere", *info.CustomStatus)
+	item := f.nextTurn(t)
+	require.Equal(t, []string{"Query", "Batch"}, ops(f.took()), "locked from the document the read remembered")
+	require.Zero(t, f.p.s.Stats().StaleCache)
+
+	require.NoError(t, f.p.AbandonOrchestrationItem(ctx, item.LockToken, 0, false))
+
+	// A read of a document another process holds locked forgets the
+	// instance: the fetch after that lock reads the document instead of
+	// trying the stale one this process wrote.
+	g := newInstCacheFixture(t, 0)
+	var lock azcosmos.PatchOperations
+	lock.AppendSet("/lockToken", "o.elsewhere")
+	lock.AppendSet("/lockedUntil", time.Now().Add(time.Hour).UnixMilli())
+	graw := rawContainer(t, g.container)
+	_, err = graw.PatchItem(ctx, azcosmos.NewPartitionKeyString(g.inst), "instance", lock, nil)
+	require.NoError(t, err)
+	_, err = g.p.GetInstanceInfo(ctx, g.inst)
+	require.NoError(t, err)
+	var unlock azcosmos.PatchOperations
+	unlock.AppendSet("/lockToken", "")
+	unlock.AppendSet("/lockedUntil", 0)
+	_, err = graw.PatchItem(ctx, azcosmos.NewPartitionKeyString(g.inst), "instance", unlock, nil)
+	require.NoError(t, err)
+	g.nextTurn(t)
+	require.Equal(t, []string{"Query", "Query", "Batch"}, ops(g.took()), "the document read first, no stale lock tried")
+	require.Zero(t, g.p.s.Stats().StaleCache)
+}
+
 // TestStaleHeldDocument: a change to the instance document while a turn
 // holds its lock makes the document the lock batch wrote stale; the ack's
 // commit from it fails on its ETag and the ack commits from a read.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/durable/history"
 	"github.com/durafeed/durafeed/engine"
@@ -60,6 +62,14 @@ type (
 		OnInstanceChanged(func(instance string))
 		WatchRemote(instance string)
 		UnwatchRemote(instance string)
+	}
+	// writeLocker is a mode whose fetches run the turns this process's
+	// own enqueues locked (event-driven: the writer runs what it wrote,
+	// store.EnqueueLocked).
+	writeLocker interface {
+		LockOnWrite(instance string) (store.LockRequest, bool)
+		HandOver(r store.LockResult) bool
+		DropHanded() []string
 	}
 	// inspector reports who owns which slots, the members, and the
 	// dispatcher's counters (event-driven).
@@ -161,8 +171,27 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 // provider. It is idempotent.
 func (p *Provider) Close() error {
 	p.d.Close(true)
+	if wl, ok := p.d.(writeLocker); ok {
+		for _, token := range wl.DropHanded() {
+			p.releaseHanded(token)
+		}
+	}
 	return nil
 }
+
+// releaseHanded gives up a turn an enqueue locked that no fetch will
+// take (the engine closed), so that it need not wait for its lock to
+// expire.
+func (p *Provider) releaseHanded(token string) {
+	ctx, cancel := context.WithTimeout(context.Background(), handedReleaseTimeout)
+	defer cancel()
+	if _, err := p.s.AbandonOrchestrationItem(ctx, token, 0, true); err != nil {
+		p.cfg.Logger.Info("a turn locked by an enqueue was not released; its lock expires", zap.Error(err))
+	}
+}
+
+// handedReleaseTimeout bounds releaseHanded.
+const handedReleaseTimeout = 10 * time.Second
 
 // Crash stops the provider as a killed process would: the event-driven
 // engine releases no lease and removes no hint, so the other replicas take
@@ -292,7 +321,24 @@ func (p *Provider) EnqueueForWorker(ctx context.Context, item durable.WorkItem) 
 }
 
 // EnqueueForOrchestrator implements durable.Provider.
+//
+// In event-driven mode, while a fetch of this process waits for the
+// item's slot, the enqueue also locks the item's turn for that fetch
+// (store.EnqueueLocked): one round trip writes the message and takes the
+// lock. When it cannot, it writes nothing and the item is enqueued as
+// usual.
 func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item durable.WorkItem, delay time.Duration) error {
+	if wl, ok := p.d.(writeLocker); ok && delay <= 0 && item != nil {
+		if req, ok := wl.LockOnWrite(item.TargetInstance()); ok {
+			r, enqueued, err := p.s.EnqueueLocked(ctx, item, req)
+			if !wl.HandOver(r) {
+				p.releaseHanded(r.Item.LockToken)
+			}
+			if err != nil || enqueued {
+				return err
+			}
+		}
+	}
 	return p.wrote(p.s.EnqueueForOrchestrator(ctx, item, delay))
 }
 

@@ -40,6 +40,26 @@ func (s *client) read(ctx context.Context, partition, id string, out any) (found
 	return err == nil, err
 }
 
+// readSession is read, also returning the answer's session token and the
+// size of the document as encoded.
+func (s *client) readSession(ctx context.Context, partition, id string, out any) (found bool, session string, size int, err error) {
+	err = s.retry.do(ctx, true, func() error {
+		resp, err := s.c.ReadItem(ctx, pk(partition), id, nil)
+		if err != nil {
+			return err
+		}
+		session, size = "", len(resp.Value)
+		if resp.SessionToken != nil {
+			session = *resp.SessionToken
+		}
+		return json.Unmarshal(resp.Value, out)
+	})
+	if itemMissing(err) {
+		return false, "", 0, nil
+	}
+	return err == nil, session, size, err
+}
+
 // create creates a document; safe says whether a retry after an unknown
 // outcome is harmless (deterministic ids turn a duplicate into 409).
 func (s *client) create(ctx context.Context, partition string, doc any, safe bool) error {

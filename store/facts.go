@@ -141,14 +141,17 @@ type Stats struct {
 	// HeadLocks counts locks taken from feed heads; StaleHeads those that
 	// failed; BareLocks those of a new instance that needed no query.
 	HeadLocks, StaleHeads, BareLocks int64
+	// WriteLocks counts turns locked by the enqueue that wrote their
+	// message (EnqueueLocked).
+	WriteLocks int64
 }
 
 type stats struct {
-	staleCache, headLocks, staleHeads, bareLocks atomic.Int64
+	staleCache, headLocks, staleHeads, bareLocks, writeLocks atomic.Int64
 }
 
 // Stats returns the counters so far.
 func (p *Store) Stats() Stats {
 	return Stats{StaleCache: p.st.staleCache.Load(), HeadLocks: p.st.headLocks.Load(),
-		StaleHeads: p.st.staleHeads.Load(), BareLocks: p.st.bareLocks.Load()}
+		StaleHeads: p.st.staleHeads.Load(), BareLocks: p.st.bareLocks.Load(), WriteLocks: p.st.writeLocks.Load()}
 }

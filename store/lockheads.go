@@ -71,16 +71,25 @@ type turnRead struct {
 // the batch's stale precondition. A lock it cannot turn into a coherent
 // turn (rare: a message that must be dropped, more than a turn takes) is
 // abandoned without counting an attempt, which signals the instance again.
-func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedInst, heads []Head, complete bool, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter, owner string) (item *durable.OrchestrationItem, st lockState, pre *turnRead, staleDoc bool, err error) {
+//
+// With fresh (EnqueueLocked), the batch also creates fresh's message,
+// locked, and its request record: st.landed says whether it committed.
+func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedInst, heads []Head, complete bool, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter, owner string, fresh *freshWrite) (item *durable.OrchestrationItem, st lockState, pre *turnRead, staleDoc bool, err error) {
 	const op = "fetch_orchestration_item"
 	decline := func() (*durable.OrchestrationItem, lockState, *turnRead, bool, error) {
 		return nil, lockState{unusedHeads: heads}, nil, false, nil
 	}
+	keep := make([]lockedMessage, 0, len(heads)+1)
 	if len(heads) > maxTurnMessages {
 		return decline()
 	}
-	keep := make([]lockedMessage, 0, len(heads))
 	newStart := false // a first execution's start: the instance may be new
+	if fresh != nil {
+		keep = append(keep, lockedMessage{doc: fresh.msg, item: fresh.item, fresh: true})
+		if s, ok := fresh.item.(durable.StartOrchestration); ok && s.ExecutionID <= 1 {
+			newStart = true
+		}
+	}
 	for _, h := range heads {
 		w, derr := durable.UnmarshalWorkItem([]byte(h.doc.WorkItem))
 		if derr != nil {
@@ -109,6 +118,9 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 	token := makeToken(tokenOrch, nonce, instance, "")
 	until := now + durMS(lockTimeout)
 	nd, ops := lockOps(instance, d, keep, lockSpec{token, until, owner}, now)
+	if fresh != nil && fresh.rec != nil {
+		ops = append(ops, opCreate(*fresh.rec))
+	}
 
 	q := &turnRead{head: c == nil}
 	if d != nil {
@@ -132,15 +144,21 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 	wg.Wait()
 	recovered := false
 	if berr != nil && !lostRace(berr) {
-		if etag, landed := p.lockLanded(ctx, instance, token, berr); landed {
+		etag, landed, known := p.lockLandedKnown(ctx, instance, token, berr)
+		switch {
+		case landed:
 			res, berr, recovered = batchResult{etags: []string{etag}}, nil, true
+		case known && fresh != nil:
+			return nil, st, nil, false, nil // nothing written
 		}
 	}
 	if berr != nil {
 		if !lostRace(berr) {
 			return nil, st, nil, false, mapErr(op, berr)
 		}
-		p.st.staleHeads.Add(1)
+		if fresh == nil {
+			p.st.staleHeads.Add(1)
+		}
 		var be *batchError
 		staleDoc = c != nil && errors.As(berr, &be) && be.index == 0
 		if qerr == nil && !staleDoc && !bare {
@@ -148,7 +166,9 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 		}
 		return nil, st, pre, staleDoc, nil
 	}
-	p.st.headLocks.Add(1)
+	if fresh == nil {
+		p.st.headLocks.Add(1)
+	}
 	if bare {
 		p.st.bareLocks.Add(1)
 	}
@@ -159,9 +179,9 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 			p.log.Info("abandoning a lock taken from feed heads failed; it expires", zap.String("instance", instance), zap.Error(aerr))
 		}
 		if cause != nil {
-			return nil, lockState{wrote: w}, nil, false, mapErr(op, cause)
+			return nil, lockState{wrote: w, landed: true}, nil, false, mapErr(op, cause)
 		}
-		return nil, lockState{wrote: w}, nil, false, nil
+		return nil, lockState{wrote: w, landed: true}, nil, false, nil
 	}
 	if qerr != nil {
 		return giveUp(qerr)
@@ -232,12 +252,13 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 		p.ic.hold(token, nd, instETag, res.session, len(ops[0].body), q.view.kv, true)
 	}
 	item = turnItem(instance, token, keep, d, committed, q.view)
-	return item, lockState{heldUntil: until, more: len(drop) > 0, lockedMsgs: nd.LockedMsgs, due: dueOf(keep)}, nil, false, nil
+	return item, lockState{heldUntil: until, more: len(drop) > 0, lockedMsgs: nd.LockedMsgs, due: dueOf(keep), landed: true}, nil, false, nil
 }
 
 // lockOps are the lock batch of a turn of keep: the instance document
 // locked (created pending when d is nil, else replaced conditionally on
-// d's ETag), then every message locked conditionally on its ETag.
+// d's ETag), then every message locked conditionally on its ETag (a
+// fresh one created locked).
 func lockOps(instance string, d *instanceDoc, keep []lockedMessage, l lockSpec, now int64) (instanceDoc, []batchOp) {
 	ids := make([]string, len(keep))
 	for i, m := range keep {
@@ -259,6 +280,12 @@ func lockOps(instance string, d *instanceDoc, keep []lockedMessage, l lockSpec, 
 	ops := make([]batchOp, 0, 1+len(keep))
 	ops = append(ops, instOp)
 	for _, m := range keep {
+		if m.fresh {
+			doc := m.doc
+			doc.LockToken, doc.LockedUntil, doc.LockOwner, doc.AttemptCount = l.token, l.until, l.owner, m.doc.AttemptCount+1
+			ops = append(ops, opCreate(doc))
+			continue
+		}
 		ops = append(ops, opPatch(m.doc.ID, lockPatch(l), m.doc.ETag))
 	}
 	return nd, ops

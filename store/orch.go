@@ -73,6 +73,9 @@ func (p *Store) OrchCandidates(ctx context.Context, sh slots.Block) ([]string, e
 type lockedMessage struct {
 	doc  queueDoc
 	item durable.WorkItem
+	// fresh: the message does not exist yet; the lock batch creates it
+	// locked (EnqueueLocked).
+	fresh bool
 }
 
 // lockState says why lockInstanceEx returned no item.
@@ -97,6 +100,10 @@ type lockState struct {
 	lockedMsgs  []string
 	unusedHeads []Head
 	published   []outbox.Intent
+	// landed says that a lock batch of lockFromHeads committed (then
+	// gave the lock up when no item is returned): an enqueue it carried
+	// (EnqueueLocked) took effect.
+	landed bool
 }
 
 // LockRequest asks LockInstance for one instance's turn.
@@ -244,7 +251,7 @@ func (p *Store) lockInstanceBody(ctx context.Context, req LockRequest) (*durable
 		heads = r
 	}
 	if len(heads.Heads) > 0 {
-		item, st, q, staleDoc, err := p.lockFromHeads(ctx, instance, c, heads.Heads, heads.Complete, lockTimeout, filter, req.Owner)
+		item, st, q, staleDoc, err := p.lockFromHeads(ctx, instance, c, heads.Heads, heads.Complete, lockTimeout, filter, req.Owner, nil)
 		if item != nil || err != nil {
 			return item, st, err
 		}
@@ -448,8 +455,15 @@ func (p *Store) lockTurn(ctx context.Context, instance string, c *cachedInst, pr
 // goes on as if the batch had answered, instead of leaving the lock to
 // expire.
 func (p *Store) lockLanded(ctx context.Context, instance, token string, err error) (etag string, landed bool) {
+	etag, landed, _ = p.lockLandedKnown(ctx, instance, token, err)
+	return etag, landed
+}
+
+// lockLandedKnown is lockLanded, also reporting whether the outcome is
+// known: false when err is not a lost answer or the read back failed.
+func (p *Store) lockLandedKnown(ctx context.Context, instance, token string, err error) (etag string, landed, known bool) {
 	if !unknownOutcome(err) {
-		return "", false
+		return "", false, false
 	}
 	d, rerr := p.readInstance(ctx, instance)
 	landed = rerr == nil && d != nil && d.LockToken == token
@@ -459,11 +473,11 @@ func (p *Store) lockLanded(ctx context.Context, instance, token string, err erro
 	if rerr != nil {
 		p.log.Info("the answer to an orchestration lock was lost and reading it back failed; the lock, if it landed, expires",
 			zap.String("instance", instance), zap.NamedError("read_error", rerr), zap.Error(err))
-		return "", false
+		return "", false, false
 	}
 	p.log.Info("the answer to an orchestration lock was lost; read back", zap.String("instance", instance),
 		zap.Bool("landed", landed), zap.Error(err))
-	return etag, landed
+	return etag, landed, true
 }
 
 // decodeMessages decodes msgs (work items) into keep, skipping the ids in

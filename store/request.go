@@ -66,9 +66,7 @@ func ttlSeconds(d time.Duration) int64 {
 // error. dup reports that the call had taken effect already (nothing was
 // written now).
 func (p *Store) enqueueOnce(ctx context.Context, op, rid, kind string, d queueDoc) (dup bool, etag string, err error) {
-	rec := requestDoc{ID: requestDocID(rid), InstanceID: d.InstanceID, Type: typeRequest, RequestID: rid,
-		Kind: kind, Digest: callDigest(d.WorkItem), Message: d.ID, CreatedAt: nowMS(),
-		TTL: ttlSeconds(p.opts.RequestRetention)}
+	rec := p.requestRecord(rid, kind, d)
 	// Safe to resend: the record's fixed id turns a second landing into 409.
 	res, err := p.s.execBatch(ctx, d.InstanceID, []batchOp{opCreate(rec), opCreate(d)}, true)
 	if err == nil && len(res.etags) == 2 {
@@ -92,6 +90,14 @@ func (p *Store) enqueueOnce(ctx context.Context, op, rid, kind string, d queueDo
 	}
 	p.log.Info("a resent call had taken effect already", zap.String("op", op), zap.String("instance", d.InstanceID))
 	return true, "", nil
+}
+
+// requestRecord is the record of the call with request id rid, of kind,
+// that enqueues d.
+func (p *Store) requestRecord(rid, kind string, d queueDoc) requestDoc {
+	return requestDoc{ID: requestDocID(rid), InstanceID: d.InstanceID, Type: typeRequest, RequestID: rid,
+		Kind: kind, Digest: callDigest(d.WorkItem), Message: d.ID, CreatedAt: nowMS(),
+		TTL: ttlSeconds(p.opts.RequestRetention)}
 }
 
 // callDigest is a request record's digest of a call's encoded work item.

@@ -1,0 +1,244 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"github.com/stretchr/testify/require"
+
+	"github.com/durafeed/durafeed/durable"
+	"github.com/durafeed/durafeed/durable/history"
+)
+
+// The write that enqueues a message locks its turn when a fetch of the
+// writer waits for it (store.EnqueueLocked, engine.LockOnWrite).
+
+// writeLockFixture is one event-driven replica with an instance whose
+// first turn it committed (so it remembers the instance document).
+type writeLockFixture struct {
+	p         *Provider
+	container string
+	inst      string
+	took      func() []keyedOp
+	next      uint64 // the next history event id
+}
+
+func newWriteLockFixture(t *testing.T, name string) *writeLockFixture {
+	t.Helper()
+	ctx := context.Background()
+	f := &writeLockFixture{container: freshContainer(name), inst: name + "-1"}
+	cfg := eventConfig(f.container)
+	cfg.joinEagerly = true
+	f.p = openProvider(t, cfg)
+	f.took = middleware.record(f.container, f.inst)
+	require.NoError(t, f.p.EnqueueForOrchestrator(ctx, durable.StartOrchestration{Instance: f.inst, Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
+	item := fetchOf(t, f.p, f.inst)
+	require.NoError(t, f.p.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+		HistoryDelta: []history.Event{ev(f.inst, 1, 1, history.OrchestrationStarted{Name: "O", Version: "1.0.0", Input: "{}"})},
+		Metadata:     durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+	f.next = 2
+	f.took()
+	return f
+}
+
+// raise enqueues the event name (request id rid) while a fetch of the
+// replica waits, and returns the turn that fetch got and the requests
+// made from the enqueue to the fetch's return, in the order they were
+// answered.
+func (f *writeLockFixture) raise(t *testing.T, name, rid string) (*durable.OrchestrationItem, []string) {
+	t.Helper()
+	got := make(chan *durable.OrchestrationItem, 1)
+	go func() {
+		item, err := f.p.FetchOrchestrationItem(context.Background(), lockLong, hang, nil)
+		if err != nil {
+			item = nil
+		}
+		got <- item
+	}()
+	require.Eventually(t, func() bool { return f.p.ev().Stats().OrchFetching == 1 }, hang, time.Millisecond)
+	f.took()
+	require.NoError(t, f.p.EnqueueForOrchestrator(context.Background(), durable.ExternalRaised{Instance: f.inst, Name: name, Data: "{}", RequestID: rid}, 0))
+	item := <-got
+	require.NotNil(t, item)
+	return item, ops(f.took())
+}
+
+// ack commits a turn that took one event.
+func (f *writeLockFixture) ack(t *testing.T, item *durable.OrchestrationItem) {
+	t.Helper()
+	require.Len(t, item.Messages, 1)
+	e, ok := item.Messages[0].(durable.ExternalRaised)
+	require.True(t, ok)
+	require.NoError(t, f.p.AckOrchestrationItem(context.Background(), item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+		HistoryDelta: []history.Event{ev(f.inst, 1, f.next, history.ExternalEvent{Name: e.Name, Data: e.Data})},
+		Metadata:     durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+	f.next++
+}
+
+// queued counts the instance's orchestrator messages.
+func (f *writeLockFixture) queued(t *testing.T) int {
+	t.Helper()
+	q := rawContainer(t, f.container).NewQueryItemsPager("SELECT VALUE COUNT(1) FROM c WHERE c.type = 'orch_queue'",
+		azcosmos.NewPartitionKeyString(f.inst), nil)
+	page, err := q.NextPage(context.Background())
+	require.NoError(t, err)
+	require.Len(t, page.Items, 1)
+	var n int
+	_, err = fmt.Sscan(string(page.Items[0]), &n)
+	require.NoError(t, err)
+	return n
+}
+
+// TestEnqueueLocksItsTurn: an event enqueued while the replica's fetch
+// waits is written locked, in the batch that locks the instance's turn
+// (and writes the call's request record), with the turn's query at the
+// same time: the fetch returns it with no request of its own. A resend
+// of the call writes nothing (its record exists): no second message, no
+// second turn.
+func TestEnqueueLocksItsTurn(t *testing.T) {
+	t.Parallel()
+	f := newWriteLockFixture(t, "writelock")
+	before := f.p.s.Stats().WriteLocks
+	var item *durable.OrchestrationItem
+	var rec []string
+	// The fetch counted in flight may not wait on its hub yet when the
+	// enqueue looks: then the turn is locked the usual way; try again.
+	for k := 0; ; k++ {
+		require.Less(t, k, 20, "no enqueue locked its turn")
+		item, rec = f.raise(t, fmt.Sprint("e", k), fmt.Sprint("r", k))
+		if f.p.s.Stats().WriteLocks > before {
+			break
+		}
+		f.ack(t, item)
+	}
+	slices.Sort(rec) // the lock batch and the query go at once
+	require.Equal(t, []string{"Batch", "Query"}, rec, "one lock batch with the enqueue, the turn's query beside it")
+	require.Equal(t, int64(1), f.p.ev().Stats().WriteLocked)
+	e := item.Messages[0].(durable.ExternalRaised)
+	require.Equal(t, uint32(1), item.AttemptCount)
+	require.Len(t, item.History, int(f.next-1), "the turn sees the committed history")
+
+	msg := readDoc(t, f.container, f.inst, "instance")
+	require.Equal(t, item.LockToken, msg["lockToken"], "the instance is locked by the turn")
+	require.Equal(t, 1, f.queued(t))
+	f.ack(t, item)
+	require.Zero(t, f.queued(t), "the ack consumed the message")
+
+	// The same call again (same request id) while a fetch waits: the
+	// batch fails on the record and writes nothing; the usual enqueue
+	// finds the call taken effect.
+	locks := f.p.s.Stats().WriteLocks
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	got := make(chan *durable.OrchestrationItem, 1)
+	go func() {
+		item, _ := f.p.FetchOrchestrationItem(ctx, lockLong, 500*time.Millisecond, nil)
+		got <- item
+	}()
+	require.Eventually(t, func() bool { return f.p.ev().Stats().OrchFetching == 1 }, hang, time.Millisecond)
+	require.NoError(t, f.p.EnqueueForOrchestrator(context.Background(), e, 0))
+	require.Nil(t, <-got, "no second turn")
+	require.Equal(t, locks, f.p.s.Stats().WriteLocks)
+	require.Zero(t, f.queued(t), "no second message")
+	h, err := f.p.ReadHistory(context.Background(), f.inst)
+	require.NoError(t, err)
+	require.Len(t, h, int(f.next-1))
+}
+
+// TestEnqueueLockStaleDocument: a remembered document another process
+// changed fails the enqueue's lock batch, which then wrote nothing; the
+// event is enqueued the usual way and its turn runs once, with what the
+// other process wrote.
+func TestEnqueueLockStaleDocument(t *testing.T) {
+	t.Parallel()
+	f := newWriteLockFixture(t, "writelock-stale")
+	raw := rawContainer(t, f.container)
+	before := f.p.s.Stats()
+	for k := 0; ; k++ {
+		require.Less(t, k, 20, "no enqueue tried a lock from the stale document")
+		var pt azcosmos.PatchOperations
+		pt.AppendSet("/customStatus", fmt.Sprint("set elsewhere ", k))
+		_, err := raw.PatchItem(context.Background(), azcosmos.NewPartitionKeyString(f.inst), "instance", pt, nil)
+		require.NoError(t, err)
+		item, rec := f.raise(t, fmt.Sprint("e", k), "")
+		require.Len(t, item.Messages, 1, "one message, written once")
+		f.ack(t, item)
+		require.Zero(t, f.queued(t))
+		if f.p.s.Stats().StaleCache > before.StaleCache {
+			// The enqueue's lock batch failed, then the usual enqueue
+			// created the message (a call without a request id).
+			failed, created := slices.Index(rec, "Batch:Multi-Status"), slices.Index(rec, "Create")
+			require.True(t, failed >= 0 && created > failed, "%v", rec)
+			break
+		}
+	}
+	require.Equal(t, before.WriteLocks, f.p.s.Stats().WriteLocks)
+	d := readDoc(t, f.container, f.inst, "instance")
+	require.Contains(t, d["customStatus"], "set elsewhere", "the turn started from the current document")
+}
+
+// TestEnqueueLockWriterKilled: a writer whose enqueue locked the turn of
+// an instance in a slot another replica owns, and which died before its
+// ack, loses nothing: the owner runs the event's turn once the lock
+// expires.
+func TestEnqueueLockWriterKilled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	container := freshContainer("writelock-killed")
+	cfg := eventConfig(container)
+	cfg.joinEagerly = true
+	b := openProvider(t, cfg)
+	inst := instancesIn(t, b.ev().Owned(), "writelock-killed", 1)[0]
+	require.NoError(t, b.EnqueueForOrchestrator(ctx, durable.StartOrchestration{Instance: inst, Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
+	item := fetchOf(t, b, inst)
+	require.NoError(t, b.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+		HistoryDelta: []history.Event{ev(inst, 1, 1, history.OrchestrationStarted{Name: "O", Version: "1.0.0", Input: "{}"})},
+		Metadata:     durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+
+	wcfg := cfg
+	wcfg.ReplicaID, wcfg.joinEagerly = "w", true
+	w := openProvider(t, wcfg)
+	var taken *durable.OrchestrationItem
+	for k := 0; taken == nil; k++ {
+		require.Less(t, k, 20, "w never locked a turn with its enqueue")
+		_, err := w.GetInstanceInfo(ctx, inst) // w remembers the document it read
+		require.NoError(t, err)
+		got := make(chan *durable.OrchestrationItem, 1)
+		go func() {
+			item, err := w.FetchOrchestrationItem(ctx, time.Second, hang, nil)
+			if err != nil {
+				item = nil
+			}
+			got <- item
+		}()
+		require.Eventually(t, func() bool { return w.ev().Stats().OrchFetching == 1 }, hang, time.Millisecond)
+		require.NoError(t, w.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: inst, Name: fmt.Sprint("e", k), Data: "{}"}, 0))
+		item := <-got
+		if w.ev().Stats().WriteLocked > 0 {
+			taken = item
+			break
+		}
+		if item != nil { // taken the usual way: let it go and try again
+			require.NoError(t, w.AbandonOrchestrationItem(ctx, item.LockToken, 0, true))
+		}
+		// b runs what w left (the event's turn), so the next try starts
+		// from a committed document again.
+		next := fetchOf(t, b, inst)
+		require.NoError(t, b.AckOrchestrationItem(ctx, next.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+			Metadata: durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+	}
+	require.NotNil(t, taken)
+	want := taken.Messages[0].(durable.ExternalRaised).Name
+	w.Crash() // no ack: the turn dies with the process
+
+	item = fetchOf(t, b, inst)
+	require.Len(t, item.Messages, 1)
+	require.Equal(t, want, item.Messages[0].(durable.ExternalRaised).Name, "the owner runs the dead writer's event")
+	require.Equal(t, uint32(2), item.AttemptCount, "the second attempt")
+	require.NoError(t, b.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+		Metadata: durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+}
