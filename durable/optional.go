@@ -49,6 +49,19 @@ type InstanceWatch interface {
 	Close()
 }
 
+// RunningEnqueuer is implemented by a provider that can enqueue a
+// client's call on the condition that its target instance runs, checked
+// by the write itself (one round trip instead of a read, then a write).
+type RunningEnqueuer interface {
+	// EnqueueIfRunning enqueues item, an event or a cancellation, if its
+	// target instance runs (has started, not completed or failed) and the
+	// provider can tell so in the write. Enqueued false means that nothing
+	// was written and nothing is known of the instance: the caller reads
+	// its state and enqueues as usual. An error leaves the outcome
+	// unknown, as EnqueueForOrchestrator's does.
+	EnqueueIfRunning(ctx context.Context, item WorkItem) (enqueued bool, err error)
+}
+
 // RequestChecker is implemented by a provider that records client calls
 // by their request id (RequestIDOf): it says, without writing, whether a
 // call has taken effect already, so that a caller repeating it can give

@@ -517,6 +517,9 @@ func (a *api) raise(w http.ResponseWriter, r *http.Request) {
 		recorded: func(ctx context.Context, opts []runtime.CallOption) (durable.RequestState, error) {
 			return a.c.EventRecorded(ctx, id, name, data, opts...)
 		},
+		ifRunning: func(ctx context.Context, opts []runtime.CallOption) (bool, error) {
+			return a.c.RaiseEventIfRunning(ctx, id, name, data, opts...)
+		},
 		do: func(ctx context.Context, opts []runtime.CallOption) error {
 			return a.c.RaiseEventRaw(ctx, id, name, data, opts...)
 		}})
@@ -546,16 +549,21 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 		recorded: func(ctx context.Context, opts []runtime.CallOption) (durable.RequestState, error) {
 			return a.c.CancelRecorded(ctx, id, req.Reason, opts...)
 		},
+		ifRunning: func(ctx context.Context, opts []runtime.CallOption) (bool, error) {
+			return a.c.CancelIfRunning(ctx, id, req.Reason, opts...)
+		},
 		do: func(ctx context.Context, opts []runtime.CallOption) error {
 			return a.c.CancelInstance(ctx, id, req.Reason, opts...)
 		}})
 }
 
 // call is a client call accept makes: do makes it, recorded asks whether
-// a resend of it took effect already.
+// a resend of it took effect already, ifRunning makes it if the write
+// itself can tell that the instance runs (false: nothing written).
 type call struct {
-	recorded func(context.Context, []runtime.CallOption) (durable.RequestState, error)
-	do       func(context.Context, []runtime.CallOption) error
+	recorded  func(context.Context, []runtime.CallOption) (durable.RequestState, error)
+	ifRunning func(context.Context, []runtime.CallOption) (bool, error)
+	do        func(context.Context, []runtime.CallOption) error
 }
 
 // accept makes c, with the request's call options, on an instance that
@@ -567,6 +575,18 @@ func (a *api) accept(w http.ResponseWriter, r *http.Request, id string, c call) 
 	opts, e := callOptions(r)
 	if e != nil {
 		writeError(w, *e)
+		return
+	}
+	// First the call on the condition that the instance runs, where the
+	// write can tell (one round trip; a resend fails its condition on the
+	// request record the first call wrote). Nothing written: the reads
+	// below decide.
+	switch done, err := c.ifRunning(r.Context(), opts); {
+	case err != nil:
+		writeError(w, providerError(err))
+		return
+	case done:
+		w.WriteHeader(http.StatusAccepted)
 		return
 	}
 	// A keyed call reads its request record and the instance's state at

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -606,4 +607,115 @@ func TestDefaultInputLimit(t *testing.T) {
 	require.Equal(t, 7, httpapi.StoredSize("x"), `x is stored as "\"x\""`)
 	quotes := func(n int) int { return httpapi.StoredSize(`"` + strings.Repeat(`\"`, n) + `"`) }
 	require.Equal(t, 8*1000, quotes(2000)-quotes(1000), "a quote inside a string takes eight bytes stored")
+}
+
+// ifRunning is a provider whose EnqueueIfRunning (durable.RunningEnqueuer)
+// enqueues an event or a cancellation when the instance runs and its
+// request is new (the memory provider reads, then writes: no concurrent
+// writer here), and counts what it did; with broken it fails instead.
+type ifRunning struct {
+	durable.Provider
+	broken             error
+	mu                 sync.Mutex
+	enqueued, declined int
+}
+
+func (p *ifRunning) CheckRequest(ctx context.Context, item durable.WorkItem) (durable.RequestState, error) {
+	return p.Provider.(durable.RequestChecker).CheckRequest(ctx, item)
+}
+
+func (p *ifRunning) EnqueueIfRunning(ctx context.Context, item durable.WorkItem) (bool, error) {
+	p.mu.Lock()
+	broken := p.broken
+	p.mu.Unlock()
+	if broken != nil {
+		return false, broken
+	}
+	admin, _ := p.Admin()
+	info, err := admin.GetInstanceInfo(ctx, item.TargetInstance())
+	rs, rerr := p.CheckRequest(ctx, item)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil || rerr != nil || rs != durable.RequestUnknown || info.Status != durable.StatusRunning {
+		p.declined++
+		return false, nil
+	}
+	p.enqueued++
+	return true, p.EnqueueForOrchestrator(ctx, item, 0)
+}
+
+func (p *ifRunning) counts() (enqueued, declined int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.enqueued, p.declined
+}
+
+// TestCallIfRunning: with a provider that can check in the write that
+// the instance runs, an event or a cancellation of a running instance is
+// that one write; a declined write (an ended or unknown instance, a
+// resend) falls back to the reads, whose answers are unchanged (409,
+// 404, the resend's 202, 422); a failed one is the answer.
+func TestCallIfRunning(t *testing.T) {
+	t.Parallel()
+	var p *ifRunning
+	f := newFixtureOf(t, fixtureOpts{wrap: func(inner durable.Provider) durable.Provider {
+		p = &ifRunning{Provider: inner}
+		return p
+	}})
+	for _, id := range []string{"ev", "cx"} {
+		require.Equal(t, http.StatusCreated, f.do(t, "POST", "/v1/instances", `{"name":"Wait","instanceId":"`+id+`"}`).status)
+		f.running(t, id)
+	}
+	a := f.do(t, "POST", "/v1/instances/ev/events/go", `{"n":1}`, "Idempotency-Key", "ev-1")
+	require.Equal(t, http.StatusAccepted, a.status, a.raw)
+	enqueued, declined := p.counts()
+	require.Equal(t, 1, enqueued)
+	require.Zero(t, declined)
+	a = f.do(t, "GET", "/v1/instances/ev?wait=20s", "")
+	require.Equal(t, "Completed", a.body["state"])
+	require.Equal(t, map[string]any{"n": float64(1)}, a.body["output"])
+
+	for _, tc := range []struct {
+		name, path, body, key string
+		status                int
+		code                  string
+	}{
+		{"the resend after the end", "/v1/instances/ev/events/go", `{"n":1}`, "ev-1", http.StatusAccepted, ""},
+		{"the key reused", "/v1/instances/ev/events/go", `{"n":2}`, "ev-1", http.StatusUnprocessableEntity, "idempotency_key_reused"},
+		{"an ended instance", "/v1/instances/ev/events/go", `1`, "", http.StatusConflict, "instance_ended"},
+		{"an unknown instance", "/v1/instances/nobody/events/go", `1`, "", http.StatusNotFound, "instance_not_found"},
+		{"an unknown instance's cancel", "/v1/instances/nobody/cancel", ``, "", http.StatusNotFound, "instance_not_found"},
+	} {
+		var h []string
+		if tc.key != "" {
+			h = []string{"Idempotency-Key", tc.key}
+		}
+		a := f.do(t, "POST", tc.path, tc.body, h...)
+		require.Equal(t, tc.status, a.status, "%s: %s", tc.name, a.raw)
+		require.Equal(t, tc.code, a.code(), tc.name)
+	}
+	enqueued, declined = p.counts()
+	require.Equal(t, 1, enqueued, "nothing declined was written")
+	require.Equal(t, 5, declined)
+
+	a = f.do(t, "POST", "/v1/instances/cx/cancel", `{"reason":"r"}`)
+	require.Equal(t, http.StatusAccepted, a.status, a.raw)
+	require.Equal(t, "Failed", f.do(t, "GET", "/v1/instances/cx?wait=20s", "").body["state"])
+	enqueued, _ = p.counts()
+	require.Equal(t, 2, enqueued)
+
+	admin, _ := f.p.Admin()
+	d, err := admin.GetQueueDepths(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, durable.QueueDepths{}, d, "no message left")
+
+	// A write whose outcome is unknown is the answer: no second write.
+	require.Equal(t, http.StatusCreated, f.do(t, "POST", "/v1/instances", `{"name":"Wait","instanceId":"broken"}`).status)
+	f.running(t, "broken")
+	p.mu.Lock()
+	p.broken = durable.Retryable("enqueue_for_orchestrator", errors.New("lost answer"), "the answer was lost")
+	p.mu.Unlock()
+	a = f.do(t, "POST", "/v1/instances/broken/events/go", `1`)
+	require.Equal(t, http.StatusServiceUnavailable, a.status, a.raw)
+	require.Equal(t, "Running", f.do(t, "GET", "/v1/instances/broken", "").body["state"], "no event written")
 }

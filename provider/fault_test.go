@@ -67,6 +67,9 @@ type faultRule struct {
 	// between, when set, runs after an afterCommit request was served and
 	// before its answer (another process acting in that window).
 	between func()
+	// before, when set, runs before the request is served, which does
+	// not fail (holdNth).
+	before func()
 }
 
 type opCounter struct {
@@ -118,6 +121,9 @@ func (f *faultInjector) middleware(next cosmosemu.Handler) cosmosemu.Handler {
 		}
 		var resp *cosmosemu.Response
 		switch {
+		case fail && r.before != nil:
+			r.before()
+			resp = next(ctx, req)
 		case fail && r.afterCommit && r.status == dropAnswer:
 			next(ctx, req)
 			if r.between != nil {
@@ -188,6 +194,23 @@ func (f *faultInjector) loseNthAnswerAfter(container string, op cosmosemu.Operat
 	f.mu.Lock()
 	f.rules[container].between = between
 	f.mu.Unlock()
+}
+
+// holdNth arms a rule on container: its nth request of op waits, before
+// it is served, until release is called; held is closed once it waits.
+func (f *faultInjector) holdNth(container string, op cosmosemu.OperationType, nth int) (held <-chan struct{}, release func()) {
+	h, r := make(chan struct{}), make(chan struct{})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rules == nil {
+		f.rules = map[string]*faultRule{}
+	}
+	f.rules[container] = &faultRule{op: op, nth: nth, before: func() {
+		close(h)
+		<-r
+	}}
+	var once sync.Once
+	return h, func() { once.Do(func() { close(r) }) }
 }
 
 // thenFailNext chains a rule to the one armed on container: once that

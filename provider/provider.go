@@ -108,6 +108,7 @@ var (
 	_ durable.PollPacer       = (*Provider)(nil)
 	_ durable.InstanceWatcher = (*Provider)(nil)
 	_ durable.RequestChecker  = (*Provider)(nil)
+	_ durable.RunningEnqueuer = (*Provider)(nil)
 )
 
 // New connects to the account, checks (or creates) the container and
@@ -328,18 +329,39 @@ func (p *Provider) EnqueueForWorker(ctx context.Context, item durable.WorkItem) 
 // lock. When it cannot, it writes nothing and the item is enqueued as
 // usual.
 func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item durable.WorkItem, delay time.Duration) error {
-	if wl, ok := p.d.(writeLocker); ok && delay <= 0 && item != nil {
-		if req, ok := wl.LockOnWrite(item.TargetInstance()); ok {
-			r, enqueued, err := p.s.EnqueueLocked(ctx, item, req)
-			if !wl.HandOver(r) {
-				p.releaseHanded(r.Item.LockToken)
-			}
-			if err != nil || enqueued {
-				return err
-			}
+	if delay <= 0 {
+		if enqueued, err := p.enqueueLocked(ctx, item, false); err != nil || enqueued {
+			return err
 		}
 	}
 	return p.wrote(p.s.EnqueueForOrchestrator(ctx, item, delay))
+}
+
+// EnqueueIfRunning implements durable.RunningEnqueuer: in event-driven
+// mode, while a fetch of this process waits for the item's slot, the
+// write that enqueues it locks its turn on the condition that the
+// instance runs (store.EnqueueLocked). Otherwise it writes nothing.
+func (p *Provider) EnqueueIfRunning(ctx context.Context, item durable.WorkItem) (bool, error) {
+	return p.enqueueLocked(ctx, item, true)
+}
+
+// enqueueLocked enqueues item with its turn locked for a fetch of this
+// process, when the dispatcher asks for it (engine.LockOnWrite); enqueued
+// false means nothing was written.
+func (p *Provider) enqueueLocked(ctx context.Context, item durable.WorkItem, running bool) (bool, error) {
+	wl, ok := p.d.(writeLocker)
+	if !ok || item == nil {
+		return false, nil
+	}
+	req, ok := wl.LockOnWrite(item.TargetInstance())
+	if !ok {
+		return false, nil
+	}
+	r, enqueued, err := p.s.EnqueueLocked(ctx, item, req, running)
+	if !wl.HandOver(r) {
+		p.releaseHanded(r.Item.LockToken)
+	}
+	return enqueued, err
 }
 
 // CheckRequest implements durable.RequestChecker (the store's request

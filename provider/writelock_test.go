@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/stretchr/testify/require"
 
+	"github.com/durafeed/durafeed/cosmosemu"
 	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/durable/history"
 )
@@ -168,14 +169,15 @@ func TestEnqueueLockStaleDocument(t *testing.T) {
 		require.Len(t, item.Messages, 1, "one message, written once")
 		f.ack(t, item)
 		require.Zero(t, f.queued(t))
-		if f.p.s.Stats().StaleCache > before.StaleCache {
-			// The enqueue's lock batch failed, then the usual enqueue
-			// created the message (a call without a request id).
-			failed, created := slices.Index(rec, "Batch:Multi-Status"), slices.Index(rec, "Create")
-			require.True(t, failed >= 0 && created > failed, "%v", rec)
+		// Tried when the enqueue's lock batch failed, then the usual
+		// enqueue created the message (a call without a request id);
+		// else the fetch did not wait yet and the enqueue was the usual.
+		failed, created := slices.Index(rec, "Batch:Multi-Status"), slices.Index(rec, "Create")
+		if failed >= 0 && created > failed {
 			break
 		}
 	}
+	require.Greater(t, f.p.s.Stats().StaleCache, before.StaleCache)
 	require.Equal(t, before.WriteLocks, f.p.s.Stats().WriteLocks)
 	d := readDoc(t, f.container, f.inst, "instance")
 	require.Contains(t, d["customStatus"], "set elsewhere", "the turn started from the current document")
@@ -192,16 +194,17 @@ func TestEnqueueLockWriterKilled(t *testing.T) {
 	cfg := eventConfig(container)
 	cfg.joinEagerly = true
 	b := openProvider(t, cfg)
+	wcfg := cfg
+	wcfg.ReplicaID = "w"
+	w := openProvider(t, wcfg)
+	requireOwnership(t, "b and w", &replica{p: b}, &replica{p: w})
+	requireBalanced(t, &replica{p: b}, &replica{p: w})
 	inst := instancesIn(t, b.ev().Owned(), "writelock-killed", 1)[0]
 	require.NoError(t, b.EnqueueForOrchestrator(ctx, durable.StartOrchestration{Instance: inst, Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
 	item := fetchOf(t, b, inst)
 	require.NoError(t, b.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
 		HistoryDelta: []history.Event{ev(inst, 1, 1, history.OrchestrationStarted{Name: "O", Version: "1.0.0", Input: "{}"})},
 		Metadata:     durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
-
-	wcfg := cfg
-	wcfg.ReplicaID, wcfg.joinEagerly = "w", true
-	w := openProvider(t, wcfg)
 	var taken *durable.OrchestrationItem
 	for k := 0; taken == nil; k++ {
 		require.Less(t, k, 20, "w never locked a turn with its enqueue")
@@ -241,4 +244,173 @@ func TestEnqueueLockWriterKilled(t *testing.T) {
 	require.Equal(t, uint32(2), item.AttemptCount, "the second attempt")
 	require.NoError(t, b.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
 		Metadata: durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+}
+
+// blindFixture is two replicas: b owns the instance, whose first turn it
+// committed, and w, which remembers no instance document
+// (InstanceCacheSize -1), writes: its locks on enqueue are blind.
+type blindFixture struct {
+	b, w      *Provider
+	container string
+	inst      string
+	took      func() []keyedOp
+}
+
+func newBlindFixture(t *testing.T, name string) *blindFixture {
+	t.Helper()
+	ctx := context.Background()
+	f := &blindFixture{container: freshContainer(name)}
+	cfg := eventConfig(f.container)
+	cfg.joinEagerly, cfg.ReplicaID = true, "b"
+	f.b = openProvider(t, cfg)
+	wcfg := cfg
+	wcfg.ReplicaID, wcfg.InstanceCacheSize = "w", -1
+	f.w = openProvider(t, wcfg)
+	rb, rw := &replica{p: f.b}, &replica{p: f.w}
+	requireOwnership(t, name, rb, rw)
+	requireBalanced(t, rb, rw)
+	f.inst = instancesIn(t, f.b.ev().Owned(), name, 1)[0]
+	f.took = middleware.record(f.container, f.inst)
+	require.NoError(t, f.b.EnqueueForOrchestrator(ctx, durable.StartOrchestration{Instance: f.inst, Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
+	item := fetchOf(t, f.b, f.inst)
+	require.NoError(t, f.b.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+		HistoryDelta: []history.Event{ev(f.inst, 1, 1, history.OrchestrationStarted{Name: "O", Version: "1.0.0", Input: "{}"})},
+		Metadata:     durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+	return f
+}
+
+// ifRunning calls w's EnqueueIfRunning for the event name of instance
+// while a fetch of w waits, until the engine lets the write lock (it
+// may look before the fetch waits on its hub; then nothing is written).
+// It returns what the call said, the turn w's fetch got (nil for none)
+// and the requests to instance's partition from the call to the fetch's
+// return.
+func (f *blindFixture) ifRunning(t *testing.T, instance, name string) (bool, *durable.OrchestrationItem, []string) {
+	t.Helper()
+	rec := middleware.record(f.container, instance)
+	for k := 0; k < 20; k++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		got := make(chan *durable.OrchestrationItem, 1)
+		go func() {
+			item, err := f.w.FetchOrchestrationItem(ctx, lockLong, hang, nil)
+			if err != nil {
+				item = nil
+			}
+			got <- item
+		}()
+		require.Eventually(t, func() bool { return f.w.ev().Stats().OrchFetching == 1 }, hang, time.Millisecond)
+		rec()
+		enqueued, err := f.w.EnqueueIfRunning(context.Background(), durable.ExternalRaised{Instance: instance, Name: name, Data: "{}"})
+		require.NoError(t, err)
+		if !enqueued {
+			cancel()
+		}
+		item := <-got
+		cancel()
+		ops := ops(rec())
+		if enqueued || len(ops) > 0 {
+			return enqueued, item, ops
+		}
+	}
+	t.Fatal("the engine never let the write lock its turn")
+	return false, nil, nil
+}
+
+// TestEnqueueIfRunning: without a remembered document, an event for a
+// running instance is enqueued with its turn locked by one batch whose
+// condition checks that the instance runs, the turn's query beside it;
+// an instance that completed, or that does not exist, gets nothing
+// written, and the caller learns it must read the state first.
+func TestEnqueueIfRunning(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newBlindFixture(t, "ifrunning")
+
+	enqueued, item, rec := f.ifRunning(t, f.inst, "go")
+	require.True(t, enqueued)
+	slices.Sort(rec)
+	require.Equal(t, []string{"Batch", "Query"}, rec, "one conditional lock batch, the turn's query beside it")
+	require.NotNil(t, item)
+	require.Equal(t, []durable.WorkItem{durable.ExternalRaised{Instance: f.inst, Name: "go", Data: "{}"}}, item.Messages)
+	require.Len(t, item.History, 1, "the committed history")
+	require.Zero(t, f.w.s.Stats().BlindRereads)
+	require.Equal(t, item.LockToken, readDoc(t, f.container, f.inst, "instance")["lockToken"])
+	out := `"done"`
+	require.NoError(t, f.w.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+		HistoryDelta: []history.Event{ev(f.inst, 1, 2, history.ExternalEvent{Name: "go", Data: "{}"}),
+			ev(f.inst, 1, 3, history.OrchestrationCompleted{Output: out})},
+		Metadata: durable.ExecutionMetadata{Status: durable.StatusCompleted, Output: &out, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+
+	// Completed: the condition fails and nothing is written.
+	enqueued, item, rec = f.ifRunning(t, f.inst, "late")
+	require.False(t, enqueued)
+	require.Nil(t, item)
+	require.Contains(t, rec, "Batch:Multi-Status")
+	require.NotContains(t, rec, "Batch")
+	q := writeLockFixture{container: f.container, inst: f.inst}
+	require.Zero(t, q.queued(t))
+
+	// Not found: nothing is written either.
+	enqueued, item, rec = f.ifRunning(t, "ifrunning-none", "lost")
+	require.False(t, enqueued)
+	require.Nil(t, item)
+	require.Equal(t, []string{"Batch:Multi-Status"}, slices.DeleteFunc(rec, func(op string) bool { return op == "Query" }))
+	q.inst = "ifrunning-none"
+	require.Zero(t, q.queued(t))
+}
+
+// TestEnqueueIfRunningReadsAgain: a turn that commits between the blind
+// lock's query and its batch makes the query's answer stale: the lock
+// reads the turn's inputs again under the lock, so the turn sees that
+// commit and not the message it consumed.
+func TestEnqueueIfRunningReadsAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newBlindFixture(t, "ifrunning-again")
+	require.NoError(t, f.b.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: f.inst, Name: "first", Data: "{}"}, 0))
+
+	held, release := middleware.holdNth(f.container, cosmosemu.OpBatch, 1)
+	defer release()
+	defer middleware.disarm(f.container)
+	got := make(chan *durable.OrchestrationItem, 1)
+	go func() {
+		item, err := f.w.FetchOrchestrationItem(ctx, lockLong, hang, nil)
+		if err != nil {
+			item = nil
+		}
+		got <- item
+	}()
+	require.Eventually(t, func() bool { return f.w.ev().Stats().OrchFetching == 1 }, hang, time.Millisecond)
+	f.took()
+	type result struct {
+		ok  bool
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ok, err := f.w.EnqueueIfRunning(ctx, durable.ExternalRaised{Instance: f.inst, Name: "second", Data: "{}"})
+		done <- result{ok, err}
+	}()
+	select {
+	case <-held:
+	case r := <-done:
+		t.Fatalf("the write did not lock its turn (the fetch did not wait yet?): %+v", r)
+	}
+	// w's batch waits; once its query has read the instance, b runs the
+	// first event's turn.
+	require.Eventually(t, func() bool { return slices.Contains(ops(f.took()), "Query") }, hang, time.Millisecond)
+	item := fetchOf(t, f.b, f.inst)
+	require.NoError(t, f.b.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+		HistoryDelta: []history.Event{ev(f.inst, 1, 2, history.ExternalEvent{Name: "first", Data: "{}"})},
+		Metadata:     durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+	release()
+	r := <-done
+	require.NoError(t, r.err)
+	require.True(t, r.ok)
+	turn := <-got
+	require.NotNil(t, turn)
+	require.Equal(t, int64(1), f.w.s.Stats().BlindRereads)
+	require.Len(t, turn.Messages, 1, "the first event's message was consumed")
+	require.Equal(t, "second", turn.Messages[0].(durable.ExternalRaised).Name)
+	require.Len(t, turn.History, 2, "b's commit is in the turn")
 }

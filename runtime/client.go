@@ -212,6 +212,32 @@ func (c *Client) RaiseEventRaw(ctx context.Context, instance, name, data string,
 	return c.p.EnqueueForOrchestrator(ctx, raiseItem(instance, name, data, applyCall(opts)), 0)
 }
 
+// RaiseEventIfRunning is RaiseEventRaw on the condition that the
+// instance runs, checked by the write itself where the provider can
+// (durable.RunningEnqueuer: in event-driven mode, while a local fetch
+// waits, the write also locks the event's turn for it). Raised false
+// means that nothing was written and nothing is known of the instance:
+// the caller reads its state and calls RaiseEventRaw.
+func (c *Client) RaiseEventIfRunning(ctx context.Context, instance, name, data string, opts ...CallOption) (raised bool, err error) {
+	return c.enqueueIfRunning(ctx, raiseItem(instance, name, data, applyCall(opts)))
+}
+
+// CancelIfRunning is CancelInstance on the condition that the instance
+// runs, as RaiseEventIfRunning is for RaiseEventRaw.
+func (c *Client) CancelIfRunning(ctx context.Context, instance, reason string, opts ...CallOption) (cancelled bool, err error) {
+	return c.enqueueIfRunning(ctx, cancelItem(instance, reason, applyCall(opts)))
+}
+
+// enqueueIfRunning enqueues item if the provider can tell in the write
+// that its instance runs.
+func (c *Client) enqueueIfRunning(ctx context.Context, item durable.WorkItem) (bool, error) {
+	re, ok := c.p.(durable.RunningEnqueuer)
+	if !ok || item.TargetInstance() == "" {
+		return false, nil
+	}
+	return re.EnqueueIfRunning(ctx, item)
+}
+
 // EnqueueEvent adds a persistent event, encoded as JSON, to the instance's
 // mailbox (see OrchestrationContext.DequeueEvent). Events for an instance
 // that has not started are dropped.

@@ -218,7 +218,7 @@ func strp(s string) *string { return &s }
 // batchOp is one operation of a transactional batch, kept in a form the
 // planner can size before it is handed to the SDK.
 type batchOp struct {
-	kind    string // create, upsert, replace, delete, patch
+	kind    string // create, upsert, replace, delete, patch, read
 	id      string
 	body    []byte
 	patch   *azcosmos.PatchOperations
@@ -239,6 +239,7 @@ func (o batchOp) size() int {
 func opCreate(doc any) batchOp   { return mustOp("create", doc) }
 func opUpsert(doc any) batchOp   { return mustOp("upsert", doc) }
 func opDelete(id string) batchOp { return batchOp{kind: "delete", id: id} }
+func opRead(id string) batchOp   { return batchOp{kind: "read", id: id} }
 func opReplace(id string, doc any, ifMatch string) batchOp {
 	o := mustOp("replace", doc)
 	o.id, o.ifMatch = id, ifMatch
@@ -261,6 +262,9 @@ func mustOp(kind string, doc any) batchOp {
 type batchResult struct {
 	etags   []string
 	session string
+	// bodies holds the documents read operations returned (nil for the
+	// other operations).
+	bodies [][]byte
 }
 
 // execBatch runs ops as one transactional batch in the partition. When the
@@ -288,6 +292,8 @@ func (s *client) execBatch(ctx context.Context, partition string, ops []batchOp,
 			b.DeleteItem(o.id, io)
 		case "patch":
 			b.PatchItem(o.id, *o.patch, io)
+		case "read":
+			b.ReadItem(o.id, io)
 		default:
 			return batchResult{}, errors.New("provider: unknown batch operation " + o.kind)
 		}
@@ -308,8 +314,12 @@ func (s *client) execBatch(ctx context.Context, partition string, ops []batchOp,
 		}
 		res.session = resp.SessionToken
 		res.etags = make([]string, len(resp.OperationResults))
+		res.bodies = make([][]byte, len(resp.OperationResults))
 		for i, r := range resp.OperationResults {
 			res.etags[i] = string(r.ETag)
+			if i < len(ops) && ops[i].kind == "read" {
+				res.bodies[i] = r.ResourceBody
+			}
 		}
 		return nil
 	})

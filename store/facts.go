@@ -144,14 +144,19 @@ type Stats struct {
 	// WriteLocks counts turns locked by the enqueue that wrote their
 	// message (EnqueueLocked).
 	WriteLocks int64
+	// BlindRereads counts blind locks (EnqueueLocked without a remembered
+	// document) whose query had read another commit: the turn's inputs
+	// were read again under the lock.
+	BlindRereads int64
 }
 
 type stats struct {
-	staleCache, headLocks, staleHeads, bareLocks, writeLocks atomic.Int64
+	staleCache, headLocks, staleHeads, bareLocks, writeLocks, blindRereads atomic.Int64
 }
 
 // Stats returns the counters so far.
 func (p *Store) Stats() Stats {
 	return Stats{StaleCache: p.st.staleCache.Load(), HeadLocks: p.st.headLocks.Load(),
-		StaleHeads: p.st.staleHeads.Load(), BareLocks: p.st.bareLocks.Load(), WriteLocks: p.st.writeLocks.Load()}
+		StaleHeads: p.st.staleHeads.Load(), BareLocks: p.st.bareLocks.Load(), WriteLocks: p.st.writeLocks.Load(),
+		BlindRereads: p.st.blindRereads.Load()}
 }

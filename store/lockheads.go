@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"sync"
@@ -74,6 +75,12 @@ type turnRead struct {
 //
 // With fresh (EnqueueLocked), the batch also creates fresh's message,
 // locked, and its request record: st.landed says whether it committed.
+// Without a remembered document (and not a new instance's start) the
+// batch locks blind (blindLock): it patches the document on a condition
+// and reads it back, and the query reads the document of the execution
+// blindExecution; its answer holds for the lock when its document shows
+// the same last commit as the one locked (or the lock itself), and is
+// read again under the lock otherwise.
 func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedInst, heads []Head, complete bool, lockTimeout time.Duration, filter *durable.DispatcherCapabilityFilter, owner string, fresh *freshWrite) (item *durable.OrchestrationItem, st lockState, pre *turnRead, staleDoc bool, err error) {
 	const op = "fetch_orchestration_item"
 	decline := func() (*durable.OrchestrationItem, lockState, *turnRead, bool, error) {
@@ -102,6 +109,7 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 	}
 	var d *instanceDoc
 	session := ""
+	blind := false
 	if c != nil {
 		d, session = &c.doc, c.session
 		if filter != nil && d.PinnedVersion != "" {
@@ -109,6 +117,8 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 				return decline() // the normal path says it is refused
 			}
 		}
+	} else if fresh != nil && !newStart {
+		blind = true
 	} else if !newStart {
 		return decline() // not a new instance: its document is read first
 	}
@@ -118,13 +128,21 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 	token := makeToken(tokenOrch, nonce, instance, "")
 	until := now + durMS(lockTimeout)
 	nd, ops := lockOps(instance, d, keep, lockSpec{token, until, owner}, now)
+	if blind {
+		ops[0] = opPatch(idInstance, blindLock(lockSpec{token, until, owner}, nd.LockedMsgs, blindExecution), "")
+	}
 	if fresh != nil && fresh.rec != nil {
 		ops = append(ops, opCreate(*fresh.rec))
+	}
+	if blind {
+		ops = append(ops, opRead(idInstance)) // the document as locked
 	}
 
 	q := &turnRead{head: c == nil}
 	if d != nil {
 		q.exec = d.CurrentExecutionID
+	} else if blind {
+		q.exec = blindExecution
 	}
 	// A new instance whose heads are complete needs no query: if the batch
 	// creates its document, nothing of it existed (a deletion removes the
@@ -183,11 +201,33 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 		}
 		return nil, lockState{wrote: w, landed: true}, nil, false, nil
 	}
+	instSize := len(ops[0].body)
+	if blind {
+		if recovered {
+			return giveUp(nil) // the locked document was not read back: the usual path
+		}
+		body := res.bodies[len(res.bodies)-1]
+		var ld instanceDoc
+		if jerr := json.Unmarshal(body, &ld); jerr != nil || ld.LockToken != token {
+			return giveUp(jerr)
+		}
+		ld.ETag, instSize = "", len(body)
+		d, nd = &ld, ld
+		if filter != nil && ld.PinnedVersion != "" {
+			if v, perr := durable.ParseSemVer(ld.PinnedVersion); perr == nil && !filter.IsCompatible(v) {
+				return giveUp(nil) // the usual path says it is refused
+			}
+		}
+		if qerr == nil && !sameCommit(q.d, &ld, token) {
+			p.st.blindRereads.Add(1)
+			q.msgs, q.view, _, q.session, qerr = p.queryTurn(ctx, instance, ld.CurrentExecutionID, false, now, res.session)
+		}
+	}
 	if qerr != nil {
 		return giveUp(qerr)
 	}
 	committed := d != nil
-	if c == nil && q.d != nil && q.d.LockToken != token {
+	if c == nil && !blind && q.d != nil && q.d.LockToken != token {
 		// The document existed when the query ran yet the batch created
 		// it: deleted in between. Let the normal path look again.
 		return giveUp(nil)
@@ -249,10 +289,50 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 		ops = ops2
 	}
 	if !recovered || res.session != "" {
-		p.ic.hold(token, nd, instETag, res.session, len(ops[0].body), q.view.kv, true)
+		p.ic.hold(token, nd, instETag, res.session, instSize, q.view.kv, true)
 	}
 	item = turnItem(instance, token, keep, d, committed, q.view)
 	return item, lockState{heldUntil: until, more: len(drop) > 0, lockedMsgs: nd.LockedMsgs, due: dueOf(keep), landed: true}, nil, false, nil
+}
+
+// blindExecution is the execution a blind lock expects (blindLock): an
+// instance that continued as new fails the condition, and its enqueue
+// goes the usual way.
+const blindExecution = 1
+
+// blindLock locks the instance document of a running instance that this
+// process does not remember (EnqueueLocked), on the condition that its
+// document says what a remembered one's ETag would vouch for: committed
+// and not being deleted, unlocked, no large turn to finish, and running
+// execution exec (Running, or continued as new).
+func blindLock(l lockSpec, msgs []string, exec uint64) azcosmos.PatchOperations {
+	var pt azcosmos.PatchOperations
+	pt.AppendSet("/lockToken", l.token)
+	pt.AppendSet("/lockedUntil", l.until)
+	pt.AppendSet("/lockOwner", l.owner)
+	pt.AppendSet("/lockedMsgs", msgs)
+	pt.AppendSet("/awaiting", []string{}) // the hold ends with the turn it held
+	pt.SetCondition(fmt.Sprintf("FROM c WHERE c.type = '%s' AND c.currentExecutionId = %d AND c.status IN ('%s', '%s')"+
+		" AND (NOT IS_DEFINED(c.pending) OR c.pending = false) AND (NOT IS_DEFINED(c.deleting) OR c.deleting = '')"+
+		" AND (NOT IS_DEFINED(c.lockToken) OR c.lockToken = '') AND (NOT IS_DEFINED(c.staging) OR c.staging = '')"+
+		" AND (NOT IS_DEFINED(c.publish) OR IS_NULL(c.publish))",
+		typeInstance, exec, durable.StatusRunning, durable.StatusContinuedAsNew))
+	return pt
+}
+
+// sameCommit reports whether q, the instance document a turn's query
+// read, is consistent with locked, the document a blind lock with token
+// patched: the lock itself, or unlocked at the same last commit of the
+// same execution (so the history and KV the query read are the lock's).
+func sameCommit(q, locked *instanceDoc, token string) bool {
+	switch {
+	case q == nil:
+		return false
+	case q.LockToken == token:
+		return true
+	}
+	return q.LockToken == "" && q.LastCommit != "" && q.LastCommit == locked.LastCommit &&
+		q.CurrentExecutionID == locked.CurrentExecutionID
 }
 
 // lockOps are the lock batch of a turn of keep: the instance document

@@ -341,18 +341,28 @@ type freshWrite struct {
 // as a lock from feed heads reads them (lockFromHeads). The enqueue and
 // the lock of its turn cost one round trip instead of three.
 //
-// It needs the instance document this process remembers (instCache: its
-// last write, or a status read), or a start of a new instance. Enqueued
-// false means that nothing was written (nothing remembered, a version
-// the filter refuses, the document changed or locked since, a resent
-// call whose record exists): the caller enqueues as usual. Enqueued true
-// with no Item means the lock was given up (r.Wrote, for the caller to
-// follow, makes the message visible). An error leaves the outcome
-// unknown, as EnqueueForOrchestrator's does.
-func (p *Store) EnqueueLocked(ctx context.Context, item durable.WorkItem, req LockRequest) (r LockResult, enqueued bool, err error) {
+// The lock is conditional on the instance document this process
+// remembers (instCache: its last write, or a status read) or, with none,
+// on a running first execution (blindLock); a start of a new instance
+// creates the document. With running, the enqueue also requires that the
+// instance runs (a remembered document says so; a blind lock checks it):
+// an API call that must not write to an instance that has ended or does
+// not exist learns that it runs from the write itself.
+//
+// Enqueued false means that nothing was written (a version the filter
+// refuses, the document changed or locked since, a condition not met, a
+// resent call whose record exists): the caller enqueues as usual, or
+// reads the instance first. Enqueued true with no Item means the lock
+// was given up (r.Wrote, for the caller to follow, makes the message
+// visible). An error leaves the outcome unknown, as
+// EnqueueForOrchestrator's does.
+func (p *Store) EnqueueLocked(ctx context.Context, item durable.WorkItem, req LockRequest, running bool) (r LockResult, enqueued bool, err error) {
 	const op = "enqueue_for_orchestrator"
 	if err := validateItem(op, item, durable.OrchestratorQueue); err != nil {
 		return LockResult{}, false, err
+	}
+	if _, start := item.(durable.StartOrchestration); start && running {
+		return LockResult{}, false, nil // a start's target does not run yet
 	}
 	instance := item.TargetInstance()
 	d, err := newQueueDoc(uuid.NewString(), item, nowMS())
@@ -367,6 +377,10 @@ func (p *Store) EnqueueLocked(ctx context.Context, item durable.WorkItem, req Lo
 	var c *cachedInst
 	if e, ok := p.ic.take(instance); ok {
 		c = &e
+		if running && !runs(&e.doc) {
+			p.ic.restore(instance, e)
+			return LockResult{}, false, nil
+		}
 	}
 	got, st, _, staleDoc, err := p.lockFromHeads(ctx, instance, c, nil, false, req.LockTimeout, req.Filter, req.Owner, fresh)
 	if !st.landed {
@@ -386,6 +400,12 @@ func (p *Store) EnqueueLocked(ctx context.Context, item durable.WorkItem, req Lo
 		p.st.writeLocks.Add(1)
 	}
 	return LockResult{Item: got, HeldUntil: st.heldUntil, More: st.more, LockedMsgs: st.lockedMsgs, Due: st.due, Wrote: st.wrote}, true, nil
+}
+
+// runs reports whether the instance of committed document d runs (has not
+// completed or failed).
+func runs(d *instanceDoc) bool {
+	return d.Status == string(durable.StatusRunning) || d.Status == string(durable.StatusContinuedAsNew)
 }
 
 // createMessage creates a queue message. It is not resent after a lost
