@@ -223,7 +223,9 @@
 // that on average) plus a read, then every ActiveDelay (20 ms) while
 // reads keep finding changes. A write by a replica that takes part in
 // dispatch, in a slot another owns, runs on the writer when one of its
-// fetches is idle (unless Options.DisableEager).
+// fetches is idle (unless Options.DisableEager); a client's enqueue then
+// locks its turn in the same write (LockOnWrite, HandOver), so the fetch
+// returns it with no request of its own.
 // Liveness: LeaseExpiry 10 s (a dead replica's slots move after it, then
 // the new owner's catch-up finds its work, and the take-over frees the
 // dead replica's locks); a graceful Close hands off within a write and a

@@ -30,20 +30,27 @@ type writeLockFixture struct {
 
 func newWriteLockFixture(t *testing.T, name string) *writeLockFixture {
 	t.Helper()
-	ctx := context.Background()
 	f := &writeLockFixture{container: freshContainer(name), inst: name + "-1"}
 	cfg := eventConfig(f.container)
 	cfg.joinEagerly = true
 	f.p = openProvider(t, cfg)
 	f.took = middleware.record(f.container, f.inst)
-	require.NoError(t, f.p.EnqueueForOrchestrator(ctx, durable.StartOrchestration{Instance: f.inst, Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
-	item := fetchOf(t, f.p, f.inst)
-	require.NoError(t, f.p.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
-		HistoryDelta: []history.Event{ev(f.inst, 1, 1, history.OrchestrationStarted{Name: "O", Version: "1.0.0", Input: "{}"})},
-		Metadata:     durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+	startCommitted(t, f.p, f.inst)
 	f.next = 2
 	f.took()
 	return f
+}
+
+// startCommitted starts instance through p and commits its first turn
+// (its history: the start), so that p remembers its document.
+func startCommitted(t *testing.T, p *Provider, instance string) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, p.EnqueueForOrchestrator(ctx, durable.StartOrchestration{Instance: instance, Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
+	item := fetchOf(t, p, instance)
+	require.NoError(t, p.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
+		HistoryDelta: []history.Event{ev(instance, 1, 1, history.OrchestrationStarted{Name: "O", Version: "1.0.0", Input: "{}"})},
+		Metadata:     durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
 }
 
 // raise enqueues the event name (request id rid) while a fetch of the
@@ -52,15 +59,7 @@ func newWriteLockFixture(t *testing.T, name string) *writeLockFixture {
 // answered.
 func (f *writeLockFixture) raise(t *testing.T, name, rid string) (*durable.OrchestrationItem, []string) {
 	t.Helper()
-	got := make(chan *durable.OrchestrationItem, 1)
-	go func() {
-		item, err := f.p.FetchOrchestrationItem(context.Background(), lockLong, hang, nil)
-		if err != nil {
-			item = nil
-		}
-		got <- item
-	}()
-	require.Eventually(t, func() bool { return f.p.ev().Stats().OrchFetching == 1 }, hang, time.Millisecond)
+	got := waitingFetch(t, context.Background(), f.p, lockLong)
 	f.took()
 	require.NoError(t, f.p.EnqueueForOrchestrator(context.Background(), durable.ExternalRaised{Instance: f.inst, Name: name, Data: "{}", RequestID: rid}, 0))
 	item := <-got
@@ -92,6 +91,23 @@ func (f *writeLockFixture) queued(t *testing.T) int {
 	_, err = fmt.Sscan(string(page.Items[0]), &n)
 	require.NoError(t, err)
 	return n
+}
+
+// waitingFetch starts an orchestration fetch of p (lock lockTimeout,
+// long poll) and returns once it is in flight; the channel gets its item
+// (nil for none or an error).
+func waitingFetch(t *testing.T, ctx context.Context, p *Provider, lockTimeout time.Duration) <-chan *durable.OrchestrationItem {
+	t.Helper()
+	got := make(chan *durable.OrchestrationItem, 1)
+	go func() {
+		item, err := p.FetchOrchestrationItem(ctx, lockTimeout, hang, nil)
+		if err != nil {
+			item = nil
+		}
+		got <- item
+	}()
+	require.Eventually(t, func() bool { return p.ev().Stats().OrchFetching == 1 }, hang, time.Millisecond, "the fetch is in flight")
+	return got
 }
 
 // TestEnqueueLocksItsTurn: an event enqueued while the replica's fetch
@@ -133,18 +149,13 @@ func TestEnqueueLocksItsTurn(t *testing.T) {
 	// batch fails on the record and writes nothing; the usual enqueue
 	// finds the call taken effect.
 	locks := f.p.s.Stats().WriteLocks
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	got := make(chan *durable.OrchestrationItem, 1)
-	go func() {
-		item, _ := f.p.FetchOrchestrationItem(ctx, lockLong, 500*time.Millisecond, nil)
-		got <- item
-	}()
-	require.Eventually(t, func() bool { return f.p.ev().Stats().OrchFetching == 1 }, hang, time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	got := waitingFetch(t, ctx, f.p, lockLong)
 	require.NoError(t, f.p.EnqueueForOrchestrator(context.Background(), e, 0))
-	require.Nil(t, <-got, "no second turn")
-	require.Equal(t, locks, f.p.s.Stats().WriteLocks)
 	require.Zero(t, f.queued(t), "no second message")
+	cancel()
+	require.Nil(t, <-got, "no second turn (none to take until the cancel)")
+	require.Equal(t, locks, f.p.s.Stats().WriteLocks)
 	h, err := f.p.ReadHistory(context.Background(), f.inst)
 	require.NoError(t, err)
 	require.Len(t, h, int(f.next-1))
@@ -200,25 +211,13 @@ func TestEnqueueLockWriterKilled(t *testing.T) {
 	requireOwnership(t, "b and w", &replica{p: b}, &replica{p: w})
 	requireBalanced(t, &replica{p: b}, &replica{p: w})
 	inst := instancesIn(t, b.ev().Owned(), "writelock-killed", 1)[0]
-	require.NoError(t, b.EnqueueForOrchestrator(ctx, durable.StartOrchestration{Instance: inst, Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
-	item := fetchOf(t, b, inst)
-	require.NoError(t, b.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
-		HistoryDelta: []history.Event{ev(inst, 1, 1, history.OrchestrationStarted{Name: "O", Version: "1.0.0", Input: "{}"})},
-		Metadata:     durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+	startCommitted(t, b, inst)
 	var taken *durable.OrchestrationItem
 	for k := 0; taken == nil; k++ {
 		require.Less(t, k, 20, "w never locked a turn with its enqueue")
 		_, err := w.GetInstanceInfo(ctx, inst) // w remembers the document it read
 		require.NoError(t, err)
-		got := make(chan *durable.OrchestrationItem, 1)
-		go func() {
-			item, err := w.FetchOrchestrationItem(ctx, time.Second, hang, nil)
-			if err != nil {
-				item = nil
-			}
-			got <- item
-		}()
-		require.Eventually(t, func() bool { return w.ev().Stats().OrchFetching == 1 }, hang, time.Millisecond)
+		got := waitingFetch(t, ctx, w, time.Second)
 		require.NoError(t, w.EnqueueForOrchestrator(ctx, durable.ExternalRaised{Instance: inst, Name: fmt.Sprint("e", k), Data: "{}"}, 0))
 		item := <-got
 		if w.ev().Stats().WriteLocked > 0 {
@@ -238,7 +237,7 @@ func TestEnqueueLockWriterKilled(t *testing.T) {
 	want := taken.Messages[0].(durable.ExternalRaised).Name
 	w.Crash() // no ack: the turn dies with the process
 
-	item = fetchOf(t, b, inst)
+	item := fetchOf(t, b, inst)
 	require.Len(t, item.Messages, 1)
 	require.Equal(t, want, item.Messages[0].(durable.ExternalRaised).Name, "the owner runs the dead writer's event")
 	require.Equal(t, uint32(2), item.AttemptCount, "the second attempt")
@@ -258,7 +257,6 @@ type blindFixture struct {
 
 func newBlindFixture(t *testing.T, name string) *blindFixture {
 	t.Helper()
-	ctx := context.Background()
 	f := &blindFixture{container: freshContainer(name)}
 	cfg := eventConfig(f.container)
 	cfg.joinEagerly, cfg.ReplicaID = true, "b"
@@ -271,11 +269,7 @@ func newBlindFixture(t *testing.T, name string) *blindFixture {
 	requireBalanced(t, rb, rw)
 	f.inst = instancesIn(t, f.b.ev().Owned(), name, 1)[0]
 	f.took = middleware.record(f.container, f.inst)
-	require.NoError(t, f.b.EnqueueForOrchestrator(ctx, durable.StartOrchestration{Instance: f.inst, Orchestration: "O", Input: "{}", ExecutionID: 1}, 0))
-	item := fetchOf(t, f.b, f.inst)
-	require.NoError(t, f.b.AckOrchestrationItem(ctx, item.LockToken, durable.OrchestrationTurn{ExecutionID: 1,
-		HistoryDelta: []history.Event{ev(f.inst, 1, 1, history.OrchestrationStarted{Name: "O", Version: "1.0.0", Input: "{}"})},
-		Metadata:     durable.ExecutionMetadata{OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}))
+	startCommitted(t, f.b, f.inst)
 	return f
 }
 
@@ -290,15 +284,7 @@ func (f *blindFixture) ifRunning(t *testing.T, instance, name string) (bool, *du
 	rec := middleware.record(f.container, instance)
 	for k := 0; k < 20; k++ {
 		ctx, cancel := context.WithCancel(context.Background())
-		got := make(chan *durable.OrchestrationItem, 1)
-		go func() {
-			item, err := f.w.FetchOrchestrationItem(ctx, lockLong, hang, nil)
-			if err != nil {
-				item = nil
-			}
-			got <- item
-		}()
-		require.Eventually(t, func() bool { return f.w.ev().Stats().OrchFetching == 1 }, hang, time.Millisecond)
+		got := waitingFetch(t, ctx, f.w, lockLong)
 		rec()
 		enqueued, err := f.w.EnqueueIfRunning(context.Background(), durable.ExternalRaised{Instance: instance, Name: name, Data: "{}"})
 		require.NoError(t, err)
@@ -372,15 +358,7 @@ func TestEnqueueIfRunningReadsAgain(t *testing.T) {
 	held, release := middleware.holdNth(f.container, cosmosemu.OpBatch, 1)
 	defer release()
 	defer middleware.disarm(f.container)
-	got := make(chan *durable.OrchestrationItem, 1)
-	go func() {
-		item, err := f.w.FetchOrchestrationItem(ctx, lockLong, hang, nil)
-		if err != nil {
-			item = nil
-		}
-		got <- item
-	}()
-	require.Eventually(t, func() bool { return f.w.ev().Stats().OrchFetching == 1 }, hang, time.Millisecond)
+	got := waitingFetch(t, ctx, f.w, lockLong)
 	f.took()
 	type result struct {
 		ok  bool
