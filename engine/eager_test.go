@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/durafeed/durafeed/durable"
@@ -239,12 +242,13 @@ func TestOwnWriteLocksFromItsHead(t *testing.T) {
 // TestHandOver: a write may lock its turn (LockOnWrite) only once a
 // fetch has run, while a fetch waits for its slot, one turn at a time;
 // the turn it hands over wakes the waiting fetch, which returns it with
-// no lock of its own. A write that locked nothing frees its
-// reservation; a turn no fetch took is dropped for release; a closed
-// engine takes no turn.
+// no lock of its own, and its wake latency is recorded. A write that
+// locked nothing frees its reservation; a turn no fetch took is dropped
+// for release; a closed engine takes no turn.
 func TestHandOver(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, Options{})
+	reader := sdkmetric.NewManualReader()
+	f := newFixture(t, Options{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
 	f.joinOwning(0)
 	inst := instIn(t, f.leaseSlots(2), "hand")
 	_, ok := f.e.LockOnWrite(inst)
@@ -267,7 +271,8 @@ func TestHandOver(t *testing.T) {
 	_, ok = f.e.LockOnWrite(inst)
 	require.False(t, ok, "one handed turn at a time")
 	first := &durable.OrchestrationItem{Instance: inst, LockToken: "t1"}
-	require.True(t, f.e.HandOver(store.LockResult{Item: first, HeldUntil: f.clk.Now().Add(testLock).UnixMilli()}))
+	require.True(t, f.e.HandOver(store.LockResult{Item: first, HeldUntil: f.clk.Now().Add(testLock).UnixMilli(),
+		Due: f.clk.Now().UnixMilli()}))
 	select {
 	case item := <-got:
 		require.Same(t, first, item)
@@ -276,6 +281,21 @@ func TestHandOver(t *testing.T) {
 	}
 	require.Empty(t, f.fs.callsOf(opLockInstance), "the fetch locked nothing itself")
 	require.Equal(t, int64(1), f.e.Stats().WriteLocked)
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	var wakes uint64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == MetricWakeLatency {
+				for _, dp := range h.DataPoints {
+					if v, _ := dp.Attributes.Value(AttrQueue); v.AsString() == "orchestrator" {
+						wakes += dp.Count
+					}
+				}
+			}
+		}
+	}
+	require.EqualValues(t, 1, wakes, "the handed turn's wake latency")
 
 	// A write that locked nothing frees its reservation.
 	ctx, cancel := context.WithCancel(f.ctx())

@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/durafeed/durafeed/changefeed"
-	"github.com/durafeed/durafeed/durable"
 	"github.com/durafeed/durafeed/internal/clock"
 	"github.com/durafeed/durafeed/leasestore"
 	"github.com/durafeed/durafeed/outbox"
@@ -70,7 +69,7 @@ type Engine struct {
 	// handed are turns writes of this process locked for its fetches
 	// (HandOver), oldest first; handReserved the writes LockOnWrite
 	// allowed that have not handed theirs over yet.
-	handed       []*durable.OrchestrationItem
+	handed       []handedTurn
 	handReserved int
 	moreOrch     wakeup.Set // owned slots whose last orchestrator scan left rows unsignalled
 	moreWork     wakeup.Set // the same for worker scans

@@ -21,6 +21,14 @@ import (
 // and leaves the rest to the fetches' usual locks.
 const maxHanded = 1
 
+// handedTurn is a turn a write locked that no fetch has taken yet, with
+// when its message became takeable (store.LockResult.Due, for the wake
+// latency).
+type handedTurn struct {
+	item *durable.OrchestrationItem
+	due  int64
+}
+
 // fetchParams are the lock timeout and capability filter of this
 // replica's latest orchestration fetch: a write locks a turn as that
 // fetch would have.
@@ -61,7 +69,7 @@ func (e *Engine) HandOver(r store.LockResult) bool {
 	e.handReserved--
 	open := !e.closed.Load()
 	if r.Item != nil && open {
-		e.handed = append(e.handed, r.Item)
+		e.handed = append(e.handed, handedTurn{item: r.Item, due: r.Due})
 	}
 	e.mu.Unlock()
 	if r.Item == nil {
@@ -79,16 +87,18 @@ func (e *Engine) HandOver(r store.LockResult) bool {
 }
 
 // takeHanded returns the oldest turn a write locked that no fetch has
-// taken.
+// taken, and records its wake latency.
 func (e *Engine) takeHanded() (*durable.OrchestrationItem, bool) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if len(e.handed) == 0 {
+		e.mu.Unlock()
 		return nil, false
 	}
-	item := e.handed[0]
+	h := e.handed[0]
 	e.handed = slices.Delete(e.handed, 0, 1)
-	return item, true
+	e.mu.Unlock()
+	e.wakeLatency("orchestrator", h.due)
+	return h.item, true
 }
 
 // DropHanded forgets the turns writes locked that no fetch took and
@@ -98,8 +108,8 @@ func (e *Engine) DropHanded() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	tokens := make([]string, 0, len(e.handed))
-	for _, item := range e.handed {
-		tokens = append(tokens, item.LockToken)
+	for _, h := range e.handed {
+		tokens = append(tokens, h.item.LockToken)
 	}
 	e.handed = nil
 	return tokens
