@@ -41,6 +41,9 @@
 //     processes too, so the owner's change feed is active (a loaded
 //     system) rather than backing off between samples.
 //   - wake-local: the same, enqueued through the fetcher's own provider.
+//     In event-driven mode the enqueue locks the turn for the waiting
+//     fetch itself (engine LockOnWrite), which can return it before the
+//     enqueue has returned: a value can be slightly negative.
 //   - timer: TimerFired enqueued through the second instance with a visibility
 //     delay d (default uniform 200 ms–1 s); lateness = fetch return −
 //     (enqueue return + d). The item is visible from enqueue start + d, so a
