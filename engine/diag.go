@@ -39,7 +39,8 @@ type Stats struct {
 	// documents its feed showed, committed by another replica's turn.
 	HoldsLearned int64
 	// Eager counts work this process wrote in slots other replicas own
-	// that it signalled to its own idle fetches (unless Options.DisableEager).
+	// that it signalled to its own idle fetches, or whose turn its enqueue
+	// locked for them (unless Options.DisableEager).
 	Eager int64
 	// WriteLocked counts turns locked by the enqueue that wrote their
 	// message (LockOnWrite, store.EnqueueLocked) and handed to a fetch

@@ -281,6 +281,7 @@ func TestHandOver(t *testing.T) {
 	}
 	require.Empty(t, f.fs.callsOf(opLockInstance), "the fetch locked nothing itself")
 	require.Equal(t, int64(1), f.e.Stats().WriteLocked)
+	require.Equal(t, int64(1), f.e.Stats().Eager, "run here in another replica's slot")
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, reader.Collect(context.Background(), &rm))
 	var wakes uint64

@@ -81,6 +81,9 @@ func (e *Engine) HandOver(r store.LockResult) bool {
 	}
 	e.stats.writeLocked.Add(1)
 	instance := r.Item.Instance
+	if !e.isOwned(slots.Of(instance)) {
+		e.stats.eager.Add(1) // run here, in a slot owned elsewhere
+	}
 	e.lockedOrch(instance, r.HeldUntil, r.More, r.LockedMsgs)
 	e.orch.Signal(slots.Of(instance), handKey(instance), e.clk.Now())
 	return true
