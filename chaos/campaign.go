@@ -842,13 +842,23 @@ func (r *run) drive(ctx context.Context) {
 			}
 		}
 	}()
+	directed := make(chan struct{})
 	helpers.Add(1)
 	go func() {
 		defer helpers.Done()
+		defer close(directed)
 		r.direct(ctx)
 	}()
 
 	r.track(ctx)
+	// The splits and the kill are part of the campaign, even when the
+	// roots finished before direct saw its thresholds (a starved
+	// goroutine on a loaded machine): every root has begun, so its
+	// schedule ends at its next tick.
+	select {
+	case <-directed:
+	case <-ctx.Done():
+	}
 	cancel()
 	helpers.Wait()
 }
