@@ -61,6 +61,8 @@ type Engine struct {
 	blocked   map[string]int       // instances found locked with work waiting: slot
 	locking   map[string]bool      // instances a local fetch is locking now: true once another wakeup came meanwhile (lockOnce)
 	released  map[string]int64     // orchestration locks we released: instance -> lockedUntil
+	seenLocks map[string]int64     // orchestration locks seen held (feed, a lock attempt), not yet seen released: instance -> latest lockedUntil
+	seenFreed map[string]int64     // orchestration locks the feed showed released: instance -> latest lockedUntil
 	wreleased map[string]int64     // work-item locks we released: key -> lockedUntil
 	settled   map[string]int64     // work items the feed showed acked: key -> when seen (ms)
 	wlocked   map[string]int64     // work items the feed showed locked: key -> lockedUntil
@@ -213,7 +215,7 @@ func New(ctx context.Context, b Backend, o Options) (*Engine, error) {
 	s := b.Store
 	e := &Engine{s: s, be: b, opts: o, clk: o.Clock, log: o.Logger.With(zap.String("replica", o.ReplicaID)),
 		per:     slots.Count / o.Leases.Blocks,
-		blocked: map[string]int{}, locking: map[string]bool{}, released: map[string]int64{}, wreleased: map[string]int64{}, settled: map[string]int64{}, wlocked: map[string]int64{}, parked: map[string]parkedWI{},
+		blocked: map[string]int{}, locking: map[string]bool{}, released: map[string]int64{}, seenLocks: map[string]int64{}, seenFreed: map[string]int64{}, wreleased: map[string]int64{}, settled: map[string]int64{}, wlocked: map[string]int64{}, parked: map[string]parkedWI{},
 		refused: map[string]refusedOI{}, hinted: map[string]hintSeen{}, joinCh: make(chan struct{}),
 		sib: siblings{work: map[string]map[string]int64{}, await: map[string]map[string]bool{}, putOff: map[string]int64{}, done: map[string]map[string]int64{}, locked: map[string]int64{},
 			taken: map[string]map[string]int64{}},

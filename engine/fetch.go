@@ -129,14 +129,20 @@ func (e *Engine) orchWakeup(ctx context.Context, w wakeup.Wakeup, lockTimeout ti
 		}
 	}
 	if k.kind == kindLockExpiry {
-		// A lock expiry: void if this process released that lock.
+		// A lock expiry: void if this process released that lock, or
+		// the feed showed it released (sawReleasedLocked).
+		at := w.VisibleAt.UnixMilli()
 		e.mu.Lock()
 		rel, ok := e.released[instance]
-		if ok && w.VisibleAt.UnixMilli() >= rel {
+		if ok && at >= rel {
 			delete(e.released, instance)
 		}
+		freed, seen := e.seenFreed[instance]
+		if seen && at >= freed {
+			delete(e.seenFreed, instance)
+		}
 		e.mu.Unlock()
-		if ok && w.VisibleAt.UnixMilli() <= rel {
+		if ok && at <= rel || seen && at <= freed {
 			return nil, nil
 		}
 	}

@@ -19,6 +19,7 @@ func (e *Engine) signalQueue(q store.QueueHead, force bool) {
 	switch {
 	case q.IsOrchestrator():
 		if q.LockedUntil > now {
+			e.sawLock(q.InstanceID, q.LockedUntil)
 			e.orch.SignalAt(q.DispatchSlot, lockKey(q.InstanceID), msTime(q.LockedUntil))
 			return
 		}
@@ -190,6 +191,9 @@ func (e *Engine) lockedOrch(instance string, until int64, more bool, msgs []stri
 	// A blocked mark stays: work signalled while this lock was being
 	// taken may not be in the turn; the release signals it.
 	delete(e.released, instance)
+	if rel, ok := e.seenFreed[instance]; ok && rel > until {
+		delete(e.seenFreed, instance) // see sawLock
+	}
 	e.turnTakenLocked(instance)
 	e.takenLocked(instance, msgs)
 	e.mu.Unlock()
@@ -270,7 +274,42 @@ func (e *Engine) foundLocked(slot int, instance string, until int64) {
 		e.orch.Signal(slot, orchKey(instance), e.clk.Now())
 		return
 	}
+	e.sawLock(instance, until)
 	e.orch.SignalAt(slot, lockKey(instance), msTime(until))
+}
+
+// sawLock records a lock on instance, expiring at until, that a feed
+// document or a lock attempt showed held: once the feed shows the
+// instance unlocked, the expiry wakeups of the locks seen so far are void
+// (sawReleasedLocked). A mark of a release seen earlier that would void
+// this lock's expiry too (a later lock expiring earlier, under a shorter
+// lock timeout) is dropped: an expiry wakeup is only ever voided by the
+// release of its own lock or of a later one.
+func (e *Engine) sawLock(instance string, until int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if until > e.seenLocks[instance] {
+		e.seenLocks[instance] = until
+	}
+	if rel, ok := e.seenFreed[instance]; ok && rel > until {
+		delete(e.seenFreed, instance)
+	}
+}
+
+// sawReleasedLocked records that the feed showed instance unlocked: the
+// locks seen held before are released (committed or abandoned), so the
+// wakeups at their expiry are void (orchWakeup drops them without a lock
+// attempt). Work that waited for them was marked blocked, which the same
+// feed document signals.
+func (e *Engine) sawReleasedLocked(instance string) {
+	until, ok := e.seenLocks[instance]
+	if !ok {
+		return
+	}
+	delete(e.seenLocks, instance)
+	if until > e.seenFreed[instance] {
+		e.seenFreed[instance] = until
+	}
 }
 
 // instanceChanged reacts to an instance document seen on the feed.
@@ -284,6 +323,7 @@ func (e *Engine) instanceChanged(d store.FeedDoc) {
 		_, wasBlocked := e.blocked[d.InstanceID]
 		delete(e.blocked, d.InstanceID)
 		_, ours := e.released[d.InstanceID]
+		e.sawReleasedLocked(d.InstanceID)
 		e.mu.Unlock()
 		if wasBlocked {
 			e.orch.Signal(slot, orchKey(d.InstanceID), e.clk.Now())
@@ -299,6 +339,7 @@ func (e *Engine) instanceChanged(d store.FeedDoc) {
 		e.mu.Lock()
 		delete(e.refused, d.InstanceID)
 		e.mu.Unlock()
+		e.sawLock(d.InstanceID, d.LockedUntil)
 	}
 	if d.RepairAt > 0 {
 		e.maint.Signal(slot, d.InstanceID, msTime(d.RepairAt))

@@ -83,6 +83,8 @@ func (e *Engine) pruneReleased(now int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	pruneBefore(e.released, cutoff, func(until int64) int64 { return until })
+	pruneBefore(e.seenLocks, cutoff, func(until int64) int64 { return until })
+	pruneBefore(e.seenFreed, cutoff, func(until int64) int64 { return until })
 	pruneBefore(e.wreleased, cutoff, func(until int64) int64 { return until })
 	pruneBefore(e.settled, cutoff, func(at int64) int64 { return at })
 	pruneBefore(e.wlocked, cutoff, func(until int64) int64 { return until })

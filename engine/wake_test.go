@@ -442,3 +442,54 @@ func intentJSON(t *testing.T, src, tgt string, target json.RawMessage) json.RawM
 	require.NoError(t, err)
 	return b
 }
+
+// TestForeignLockExpiryVoided: a lock another process took (its enqueue
+// locked the turn, or a turn of its own) that the feed shows held, then
+// released, needs no lock attempt at its expiry: the wakeup is dropped.
+// A later lock expiring earlier than the released one keeps its own
+// expiry wakeup; and one never seen released is tried at its expiry.
+func TestForeignLockExpiryVoided(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// then runs after the feed showed m1 locked until until.
+		then      func(f *fixture, inst string, until int64)
+		attempted bool
+	}{
+		{name: "released: the feed shows the instance unlocked", then: func(f *fixture, inst string, _ int64) {
+			f.fs.remove(inst, "m1") // the turn consumed it
+			f.handle(instanceJSON(f.t, inst, 0))
+		}},
+		{name: "never seen released", attempted: true, then: func(f *fixture, inst string, until int64) {
+			f.fs.put(f.t, "orch_queue", inst, "m1", nil) // its lock lapsed: takeable again
+		}},
+		{name: "released, then a later lock that expires earlier", attempted: true, then: func(f *fixture, inst string, until int64) {
+			f.fs.remove(inst, "m1")
+			f.handle(instanceJSON(f.t, inst, 0))
+			f.handle(f.fs.putMsg(f.t, inst, "m2", lockedUntil(until-time.Second.Milliseconds())))
+			f.fs.put(f.t, "orch_queue", inst, "m2", nil) // that lock lapses with its holder
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, Options{})
+			f.joinOwning(0)
+			inst := instIn(t, f.leaseSlots(0), "inst")
+			until := f.clk.Now().UnixMilli() + time.Minute.Milliseconds()
+			f.handle(f.fs.putMsg(t, inst, "m1", lockedUntil(until)))
+			p := pendingAt(t, f.e.orch, lockKey(inst))
+			require.True(t, p.VisibleAt.Equal(msTime(until)), "the expiry is followed")
+
+			tc.then(f, inst, until)
+			f.clk.Advance(time.Minute)
+			item := f.fetchOrch()
+			if !tc.attempted {
+				require.Nil(t, item)
+				require.Empty(t, f.fs.lockedInstances(), "the released lock's expiry costs no store call")
+				return
+			}
+			require.NotNil(t, item, "the lapsed lock's message is taken")
+			require.Equal(t, []string{inst}, f.fs.lockedInstances())
+		})
+	}
+}
