@@ -70,8 +70,8 @@
 // for that slot only and signals what it finds, oldest first. Wakeup
 // rules: an instance found locked is re-signalled at its lock's expiry
 // (and, when this replica or the feed sees the lock released, at once);
-// the expiry wakeup of a lock this process already released is dropped
-// without I/O; a turn that left messages queued (over 99) wakes the rest
+// the expiry wakeup of a lock this process already released, or that the
+// feed showed released, is dropped without I/O; a turn that left messages queued (over 99) wakes the rest
 // at its release; work the fetch cannot take (other tags, a session, a
 // pinned version its filter refuses) is parked for a fetch that can, and
 // advertised in the backlog hint when no local fetch can (a session owned
