@@ -34,7 +34,9 @@ func (e *Engine) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTi
 		// container: say so rather than "no work".
 		return nil, err
 	}
-	e.fetchParams.Store(&fetchParams{lockTimeout: lockTimeout, filter: filter})
+	if fp := e.fetchParams.Load(); fp == nil || fp.lockTimeout != lockTimeout || fp.filter != filter {
+		e.fetchParams.Store(&fetchParams{lockTimeout: lockTimeout, filter: filter})
+	}
 	e.orchInFlight.Add(1)
 	defer func() {
 		e.lastOrchFetch.Store(e.clk.Now().UnixMilli())

@@ -27,17 +27,8 @@ func etagPtr(s string) *azcore.ETag {
 
 // read point-reads a document into out; found is false on 404.
 func (s *client) read(ctx context.Context, partition, id string, out any) (found bool, err error) {
-	err = s.retry.do(ctx, true, func() error {
-		resp, err := s.c.ReadItem(ctx, pk(partition), id, nil)
-		if err != nil {
-			return err
-		}
-		return json.Unmarshal(resp.Value, out)
-	})
-	if itemMissing(err) {
-		return false, nil
-	}
-	return err == nil, err
+	found, _, _, err = s.readSession(ctx, partition, id, out)
+	return found, err
 }
 
 // readSession is read, also returning the answer's session token and the

@@ -86,10 +86,10 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 	decline := func() (*durable.OrchestrationItem, lockState, *turnRead, bool, error) {
 		return nil, lockState{unusedHeads: heads}, nil, false, nil
 	}
-	keep := make([]lockedMessage, 0, len(heads)+1)
 	if len(heads) > maxTurnMessages {
 		return decline()
 	}
+	keep := make([]lockedMessage, 0, len(heads)+1)
 	newStart := false // a first execution's start: the instance may be new
 	if fresh != nil {
 		keep = append(keep, lockedMessage{doc: fresh.msg, item: fresh.item, fresh: true})
@@ -286,7 +286,7 @@ func (p *Store) lockFromHeads(ctx context.Context, instance string, c *cachedIns
 			return giveUp(err)
 		}
 		instETag, res.session = res2.etags[0], res2.session
-		ops = ops2
+		instSize = len(ops2[0].body)
 	}
 	if !recovered || res.session != "" {
 		p.ic.hold(token, nd, instETag, res.session, instSize, q.view.kv, true)

@@ -206,12 +206,18 @@ type LockResult struct {
 // error when another writer won a race for it.
 func (p *Store) LockInstance(ctx context.Context, req LockRequest) (LockResult, error) {
 	item, st, err := p.lockInstanceBody(ctx, req)
+	return st.result(req.Instance, item), err
+}
+
+// result is the LockResult of a lock attempt on instance that returned
+// item (nil for none) in state st.
+func (st lockState) result(instance string, item *durable.OrchestrationItem) LockResult {
 	r := LockResult{Item: item, HeldUntil: st.heldUntil, More: st.more, LockedMsgs: st.lockedMsgs, Due: st.due,
 		LockedUntil: st.lockedUntil, Refused: st.refused, UnusedHeads: st.unusedHeads, Wrote: st.wrote}
 	if len(st.published) > 0 {
-		r.Published = &Commit{Source: req.Instance, Intents: st.published}
+		r.Published = &Commit{Source: instance, Intents: st.published}
 	}
-	return r, err
+	return r
 }
 
 // lockInstanceBody reads what a turn needs, by req.Read, and locks it:

@@ -399,7 +399,7 @@ func (p *Store) EnqueueLocked(ctx context.Context, item durable.WorkItem, req Lo
 	if got != nil {
 		p.st.writeLocks.Add(1)
 	}
-	return LockResult{Item: got, HeldUntil: st.heldUntil, More: st.more, LockedMsgs: st.lockedMsgs, Due: st.due, Wrote: st.wrote}, true, nil
+	return st.result(instance, got), true, nil
 }
 
 // runs reports whether the instance of committed document d runs (has not
