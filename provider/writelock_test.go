@@ -392,3 +392,48 @@ func TestEnqueueIfRunningReadsAgain(t *testing.T) {
 	require.Equal(t, "second", turn.Messages[0].(durable.ExternalRaised).Name)
 	require.Len(t, turn.History, 2, "b's commit is in the turn")
 }
+
+// TestEnqueueLockLostAnswer: an enqueue whose lock batch had its answer
+// lost is read back, as a lock's is: landed, its turn goes to the
+// waiting fetch; not landed, nothing was written and the usual enqueue
+// follows. Either way the event is written once and its turn runs once.
+func TestEnqueueLockLostAnswer(t *testing.T) {
+	t.Parallel()
+	status := unknownOutcomes[0]
+	for _, tc := range []struct {
+		name string
+		arm  func(container string)
+		// tried tells an enqueue that locked (or tried to) from one the
+		// fault met on the usual path (the fetch was not waiting yet).
+		tried func(f *writeLockFixture, locksBefore int64, rec []string) bool
+	}{
+		{name: "committed, the answer lost",
+			arm: func(c string) { middleware.loseNthAnswer(c, cosmosemu.OpBatch, 1, status) },
+			tried: func(f *writeLockFixture, before int64, _ []string) bool {
+				return f.p.s.Stats().WriteLocks > before
+			}},
+		{name: "not committed",
+			arm: func(c string) { middleware.failNth(c, cosmosemu.OpBatch, 1, status) },
+			tried: func(_ *writeLockFixture, _ int64, rec []string) bool {
+				return slices.Contains(rec, "Read") // the read back; the usual path resends instead
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newWriteLockFixture(t, "writelock-lost")
+			for k := 0; ; k++ {
+				require.Less(t, k, 20, "no enqueue tried to lock its turn")
+				before := f.p.s.Stats().WriteLocks
+				tc.arm(f.container)
+				item, rec := f.raise(t, fmt.Sprint("e", k), fmt.Sprint("r", k))
+				require.True(t, middleware.disarm(f.container))
+				require.Equal(t, 1, f.queued(t), "one message: %v", rec)
+				f.ack(t, item)
+				require.Zero(t, f.queued(t))
+				if tc.tried(f, before, rec) {
+					break
+				}
+			}
+		})
+	}
+}
